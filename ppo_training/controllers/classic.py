@@ -1,0 +1,47 @@
+"""Hand-written baselines: the zero controller and the official PID, batched."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..sim.engine import ControlInputs
+from .base import BatchedController
+
+
+class ZeroController(BatchedController):
+    """Always steers 0."""
+
+    name = "zero"
+
+    def reset(self, batch_size: int) -> None:
+        self._zeros = np.zeros(batch_size)
+
+    def __call__(self, inputs: ControlInputs) -> np.ndarray:
+        return self._zeros
+
+
+class PIDController(BatchedController):
+    """The challenge's baseline PID on lateral-acceleration error, one state per row.
+
+    ``error = target - current; integral += error; u = p*error + i*integral + d*(error - prev)``,
+    evaluated in the same order as the official controller, so its actions are bit-identical.
+    """
+
+    name = "pid"
+
+    def __init__(self, p: float = 0.195, i: float = 0.100, d: float = -0.053) -> None:
+        self.p, self.i, self.d = p, i, d
+
+    def reset(self, batch_size: int) -> None:
+        self.error_integral = np.zeros(batch_size)
+        self.prev_error = np.zeros(batch_size)
+
+    def reset_rows(self, rows: np.ndarray) -> None:
+        self.error_integral[rows] = 0.0
+        self.prev_error[rows] = 0.0
+
+    def __call__(self, inputs: ControlInputs) -> np.ndarray:
+        error = inputs.target - inputs.current
+        self.error_integral = self.error_integral + error
+        error_diff = error - self.prev_error
+        self.prev_error = error
+        return self.p * error + self.i * self.error_integral + self.d * error_diff

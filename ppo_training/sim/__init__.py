@@ -1,0 +1,19 @@
+"""The TinyPhysics simulator: one batched rollout engine over interchangeable model backends."""
+from .backends import ModelBackend, OnnxBackend, default_model_path, make_backend
+from .costs import compute_costs
+from .engine import BatchedSimulator, ControlInputs, RolloutResult
+from .tokenizer import BINS, decode, encode
+
+__all__ = [
+    "BINS",
+    "BatchedSimulator",
+    "ControlInputs",
+    "ModelBackend",
+    "OnnxBackend",
+    "RolloutResult",
+    "compute_costs",
+    "decode",
+    "default_model_path",
+    "encode",
+    "make_backend",
+]

@@ -1,0 +1,254 @@
+"""Batched TinyPhysics rollout engine: N segments advance in lockstep, one model call per step.
+
+The semantics are those of the official simulator (SPEC.md), step by step:
+
+* reset: step 20; histories hold the first 20 rows; the current lateral acceleration history starts
+  as a copy of the targets; the actions are the logged steer.
+* step ``i``: the controller sees ``(target[i], current, state[i], future plan rows i+1..i+49)``;
+  before step 100 its action is replaced by the logged steer; the action is clipped to [-2, 2];
+  the model samples the next lateral acceleration, clipped to ±0.5 of the current one.  Before
+  step 100 the sampled value is discarded and ``current = target[i]``.
+
+Exactness and speed:
+
+* each segment has its own ``numpy.random.RandomState(seed)`` and draws one uniform per step, so a
+  segment's rollout does not depend on batch size or order.  All draws are taken at reset
+  (``random_sample(n)`` yields the same stream as n single draws) and moved to the backend once.
+* during warm-up the model's sample is discarded, so its call is skipped; the uniform it would
+  have consumed is still used up (its column of the pre-drawn table is simply never read).
+* only steps 100-499 decide the score, so a cost-only run stops at step 500 (``full=False``);
+  ``full=True`` runs every row for plots.
+* segments of different lengths share a batch: the data is edge-padded to the longest one and
+  each segment's results are cut at its own length.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from ..constants import (
+    CONTEXT_LENGTH,
+    CONTROL_START_IDX,
+    COST_END_IDX,
+    FUTURE_PLAN_STEPS,
+    MAX_ACC_DELTA,
+    STEER_RANGE,
+)
+from ..data.segments import Segment
+from .backends import Array, ModelBackend
+from .costs import compute_costs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..controllers.base import BatchedController
+
+PLAN = FUTURE_PLAN_STEPS - 1  # the plan at step i holds rows i+1 .. i+49
+
+
+class ControlInputs:
+    """What a controller sees at one step, for the whole batch (backend arrays, ``[B]`` each).
+
+    Attributes:
+        step: step index ``i`` (20 .. T-1).
+        warmup: True before step 100, where the action is replaced by the logged steer.
+        target: target lateral acceleration at step i, m/s^2.
+        current: current (simulated) lateral acceleration before step i's update, m/s^2.
+        roll_lataccel, v_ego, a_ego: the state at step i.
+        future_*: ``[B, 49]`` plan rows i+1 .. i+49, edge-padded past a segment's end;
+            ``future_length[b]`` of them are real.
+    """
+
+    __slots__ = ("_sim", "step", "warmup", "target", "current", "roll_lataccel", "v_ego", "a_ego")
+
+    def __init__(self, sim: "BatchedSimulator", step: int) -> None:
+        self._sim = sim
+        self.step = step
+        self.warmup = step < CONTROL_START_IDX
+        self.target = sim.target[:, step]
+        self.current = sim.current
+        self.roll_lataccel = sim.roll_lataccel[:, step]
+        self.v_ego = sim.v_ego[:, step]
+        self.a_ego = sim.a_ego[:, step]
+
+    @property
+    def future_lataccel(self) -> Array:
+        return self._sim.target[:, self.step + 1 : self.step + 1 + PLAN]
+
+    @property
+    def future_roll_lataccel(self) -> Array:
+        return self._sim.roll_lataccel[:, self.step + 1 : self.step + 1 + PLAN]
+
+    @property
+    def future_v_ego(self) -> Array:
+        return self._sim.v_ego[:, self.step + 1 : self.step + 1 + PLAN]
+
+    @property
+    def future_a_ego(self) -> Array:
+        return self._sim.a_ego[:, self.step + 1 : self.step + 1 + PLAN]
+
+    @property
+    def future_length(self) -> np.ndarray:
+        """int ``[B]`` number of real plan rows (49 except near a segment's end)."""
+        return np.clip(self._sim.lengths - 1 - self.step, 0, PLAN)
+
+    @property
+    def batch_size(self) -> int:
+        return self._sim.batch_size
+
+
+@dataclass
+class RolloutResult:
+    """Outcome of a batched rollout, on the host.
+
+    Attributes:
+        paths: segment path strings (seed keys), in batch order.
+        costs: ``lataccel_cost``, ``jerk_cost``, ``total_cost`` float64 ``[B]``.
+        target, current, action: per-segment float64 histories, each cut at the last simulated
+            step of that segment (length 500 for a cost-only run, the segment's rows otherwise).
+    """
+
+    paths: list[str]
+    costs: dict[str, np.ndarray]
+    target: list[np.ndarray] = field(default_factory=list)
+    current: list[np.ndarray] = field(default_factory=list)
+    action: list[np.ndarray] = field(default_factory=list)
+
+
+class BatchedSimulator:
+    """Steps ``B`` segments in lockstep over one :class:`ModelBackend`.
+
+    Args:
+        backend: model and array framework.
+        segments: the segments (any lengths >= 500); each keeps its own seed from its path.
+        full: run every row (True) or stop after step 499, the end of the cost window (False).
+
+    Use :meth:`rollout` with a batched controller, or drive it step by step:
+    ``inputs = sim.reset()``, then ``inputs = sim.step(actions)`` until ``sim.done``.
+    """
+
+    def __init__(self, backend: ModelBackend, segments: Sequence[Segment], full: bool = False) -> None:
+        if not segments:
+            raise ValueError("BatchedSimulator needs at least one segment")
+        self.backend = backend
+        self.segments = list(segments)
+        self.paths = [s.path for s in self.segments]
+        self.lengths = np.array([s.n_rows for s in self.segments], dtype=np.int64)
+        self.batch_size = len(self.segments)
+        self.full = full
+        self.end_step = int(self.lengths.max()) if full else COST_END_IDX
+        t_max = int(self.lengths.max())
+        padded = t_max + PLAN  # room for the plan of the last step
+
+        def column(name: str, width: int) -> np.ndarray:
+            out = np.empty((self.batch_size, width), dtype=np.float64)
+            for b, seg in enumerate(self.segments):
+                values = getattr(seg, name)
+                out[b, : len(values)] = values
+                out[b, len(values) :] = values[-1]
+            return out
+
+        target = column("target_lataccel", padded)
+        roll, v, a = column("roll_lataccel", padded), column("v_ego", padded), column("a_ego", padded)
+        steer = column("steer_command", t_max)
+        to = backend.asarray
+        self.target, self.roll_lataccel, self.v_ego, self.a_ego = to(target), to(roll), to(v), to(a)
+        self.logged_steer = to(steer)
+        # Model input columns 1..3 never change: keep them in float32 once.
+        self._static_f32 = to(np.stack([roll, v, a], axis=-1).astype(np.float32))
+        # One uniform per step and segment, the official stream of RandomState(seed).
+        draws = np.stack(
+            [np.random.RandomState(s.seed).random_sample(t_max - CONTEXT_LENGTH) for s in self.segments]
+        )
+        self._uniforms = to(draws)
+        self._t_max = t_max
+        self.step_idx = CONTEXT_LENGTH
+        self._allocated = False
+
+    # -- stepping -----------------------------------------------------------------------------------
+    def reset(self) -> ControlInputs:
+        """Back to step 20 with the logged history; returns the inputs of the first control call."""
+        be, b, t = self.backend, self.batch_size, self._t_max
+        self.action_history = be.zeros((b, t), "float64")
+        self.current_history = be.zeros((b, t), "float64")
+        self.token_history = be.zeros((b, t), "int64")
+        self.action_history[:, :CONTEXT_LENGTH] = self.logged_steer[:, :CONTEXT_LENGTH]
+        self.current_history[:, :CONTEXT_LENGTH] = self.target[:, :CONTEXT_LENGTH]
+        self.token_history[:, :CONTEXT_LENGTH] = be.encode(self.target[:, :CONTEXT_LENGTH])
+        self.current = self.target[:, CONTEXT_LENGTH - 1]
+        self._states = be.zeros((b, CONTEXT_LENGTH, 4), "float32")
+        self.step_idx = CONTEXT_LENGTH
+        return ControlInputs(self, self.step_idx)
+
+    @property
+    def done(self) -> bool:
+        return self.step_idx >= self.end_step
+
+    def inputs(self) -> ControlInputs:
+        """The controller inputs of the current step."""
+        return ControlInputs(self, self.step_idx)
+
+    def step(self, actions: Array) -> ControlInputs | None:
+        """Apply the controller's actions (float ``[B]`` steer) and advance one step.
+
+        Returns the inputs of the next step, or None when the run is done.
+        """
+        if self.done:
+            raise RuntimeError("rollout is finished; call reset()")
+        be, i = self.backend, self.step_idx
+        if i < CONTROL_START_IDX:
+            actions = self.logged_steer[:, i]
+        self.action_history[:, i] = be.clip(actions, STEER_RANGE[0], STEER_RANGE[1])
+        if i < CONTROL_START_IDX:
+            # The sample would be discarded: skip the model call; its uniform stays unused.
+            new = self.target[:, i]
+        else:
+            lo = i - CONTEXT_LENGTH + 1
+            self._states[:, :, 0] = self.action_history[:, lo : i + 1]
+            self._states[:, :, 1:] = self._static_f32[:, lo : i + 1]
+            tokens = self.token_history[:, i - CONTEXT_LENGTH : i]
+            sampled = be.sample(self._states, tokens, self._uniforms[:, i - CONTEXT_LENGTH])
+            new = be.clip(be.decode(sampled), self.current - MAX_ACC_DELTA, self.current + MAX_ACC_DELTA)
+        self.current_history[:, i] = new
+        self.token_history[:, i] = be.encode(new)
+        self.current = self.current_history[:, i]
+        self.step_idx = i + 1
+        return None if self.done else ControlInputs(self, self.step_idx)
+
+    # -- whole runs -----------------------------------------------------------------------------------
+    def rollout(
+        self,
+        controller: "BatchedController",
+        progress: Callable[[int], None] | None = None,
+        keep_histories: bool = False,
+    ) -> RolloutResult:
+        """Run all segments to the end with a batched controller.
+
+        Args:
+            controller: called once per step with the :class:`ControlInputs`, warm-up included.
+            progress: called with 1 after each step (e.g. ``tqdm.update``).
+            keep_histories: also return target / current / action histories for plots.
+        """
+        controller.reset(self.batch_size)
+        inputs = self.reset()
+        while inputs is not None:
+            inputs = self.step(controller(inputs))
+            if progress is not None:
+                progress(1)
+        return self.result(keep_histories)
+
+    def result(self, keep_histories: bool = False) -> RolloutResult:
+        """Costs (and optionally histories) of the steps simulated so far; needs step >= 500."""
+        n = self.step_idx
+        target = self.backend.to_numpy(self.target[:, :n])
+        current = self.backend.to_numpy(self.current_history[:, :n])
+        costs = compute_costs(target, current)
+        res = RolloutResult(paths=list(self.paths), costs=costs)
+        if keep_histories:
+            action = self.backend.to_numpy(self.action_history[:, :n])
+            for b in range(self.batch_size):
+                m = min(n, int(self.lengths[b]))
+                res.target.append(target[b, :m].copy())
+                res.current.append(current[b, :m].copy())
+                res.action.append(action[b, :m].copy())
+        return res

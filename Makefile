@@ -5,7 +5,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 FROM   := $(if $(TINYPHYSICS_ASSETS),--from "$(TINYPHYSICS_ASSETS)",)
 
-.PHONY: setup assets test train eval bench clean-venv
+SYNTH  := data/synthetic/synthetic_manifest.json
+
+.PHONY: setup assets synthetic test train eval clean-venv
 
 setup: $(VENV)/.installed
 
@@ -21,11 +23,18 @@ assets: setup
 test: setup assets
 	$(PY) -m pytest -q
 
-# Main job on defaults: evaluate the PID baseline on the first 100 segments.
-train: setup assets
-	$(PY) eval.py --controller pid --data_path data --num_segs 100 --output runs/pid_eval.csv
+# 2,000 generated (synthetic) training segments; the real data set can replace them (config.yaml).
+synthetic: $(SYNTH)
+$(SYNTH): | setup
+	$(PY) -m ppo_training.data.synth --n 2000 --out data/synthetic --seed 0
 
-eval: train
+# Main job on defaults: train PPO with config.yaml (runs/<name>/, models/final_model.pt).
+train: setup assets synthetic
+	$(PY) train.py --config config.yaml
+
+# Evaluate the PID baseline on the first 100 segments of data/.
+eval: setup assets
+	$(PY) eval.py --controller pid --data_path data --num_segs 100 --output runs/pid_eval.csv
 
 clean-venv:
 	rm -rf $(VENV)

@@ -126,6 +126,9 @@ class OnnxBackend(ModelBackend):
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # Idle onnxruntime threads otherwise spin for a while after each run, starving the
+        # policy's torch threads that run between model calls.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self.session = ort.InferenceSession(
                 self.model_path.read_bytes(), options, ["CPUExecutionProvider"]

@@ -1,0 +1,98 @@
+"""Controllers built on the observation features: the feedforward-PID teacher and a trained policy."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..environment.features import FeatureState, action_to_steer
+from ..environment.lateral_env import EnvConfig, observe
+from ..policy.numpy_policy import NumpyPolicy
+from ..sim.engine import ControlInputs
+from .base import BatchedController
+
+
+class TeacherController(BatchedController):
+    """PID plus feedforward from the plan and the road roll (see ``features.TEACHER``)."""
+
+    name = "pid_ff"
+
+    def reset(self, batch_size: int) -> None:
+        self.features = FeatureState(batch_size)
+
+    def reset_rows(self, rows) -> None:
+        self.features.reset_rows(rows)
+
+    def __call__(self, inputs: ControlInputs) -> np.ndarray:
+        observe(self.features, inputs)
+        out = self.features.teacher
+        self.features.record(out)
+        return out
+
+
+def numpy_policy_from_torch(policy) -> NumpyPolicy:
+    """The deterministic actor of an :class:`~ppo_training.policy.actor_critic.ActorCritic` in numpy."""
+    import torch
+
+    linears = [m for m in policy.actor if isinstance(m, torch.nn.Linear)]
+    layers = [(m.weight.detach().double().cpu().numpy(), m.bias.detach().double().cpu().numpy()) for m in linears]
+    mean = std = None
+    if policy.normalize_obs:
+        mean = policy.obs_norm.mean.detach().cpu().numpy().astype(np.float64)
+        std = np.sqrt(policy.obs_norm.var.detach().cpu().numpy().astype(np.float64) + 1e-8)
+    activation = "tanh" if isinstance(policy.actor[1], torch.nn.Tanh) else "relu"
+    return NumpyPolicy(layers, activation, policy.distribution, mean, std, float(policy.obs_norm.clip))
+
+
+class PolicyController(BatchedController):
+    """A trained policy driving the car deterministically, exactly like the training env.
+
+    The actor runs in numpy (:class:`NumpyPolicy`), the same code as the exported
+    official-format controller, so both give identical costs.  During warm-up (steps 20-99,
+    output discarded by the simulator) it returns the teacher's action, as the environment's
+    fast-forward does, so the feature state matches training.
+
+    Args:
+        policy: a :class:`NumpyPolicy`, or an ``ActorCritic`` (converted).
+        env_config: the :class:`EnvConfig` it was trained with (action mapping).
+    """
+
+    name = "ppo"
+
+    def __init__(self, policy, env_config: EnvConfig) -> None:
+        self.policy = policy if isinstance(policy, NumpyPolicy) else numpy_policy_from_torch(policy)
+        self.cfg = env_config
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path) -> "PolicyController":
+        """Load a trainer checkpoint (clear :class:`CheckpointError` for anything else)."""
+        from ..training import build_policy
+        from ..utils.checkpoint import CheckpointError, load_checkpoint
+
+        ckpt = load_checkpoint(path)
+        try:
+            policy = build_policy(ckpt["config"], ckpt["obs_dim"])
+            policy.load_state_dict(ckpt["policy"])
+            env_cfg = EnvConfig(**ckpt["env_config"])
+        except (KeyError, RuntimeError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{path}: checkpoint does not match this version's policy ({exc})") from None
+        ctrl = cls(policy, env_cfg)
+        ctrl.checkpoint = ckpt
+        ctrl.name = Path(path).stem
+        return ctrl
+
+    def reset(self, batch_size: int) -> None:
+        self.features = FeatureState(batch_size)
+
+    def reset_rows(self, rows) -> None:
+        self.features.reset_rows(rows)
+
+    def __call__(self, inputs: ControlInputs) -> np.ndarray:
+        obs = observe(self.features, inputs)
+        if inputs.warmup:
+            out = self.features.teacher
+        else:
+            out = action_to_steer(self.policy.action(obs), self.features.last_action,
+                                  self.cfg.action_mode, self.cfg.max_delta)
+        self.features.record(out)
+        return out

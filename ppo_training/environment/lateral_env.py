@@ -1,0 +1,330 @@
+"""Gymnasium environments for lateral control on TinyPhysics.
+
+* :class:`LateralControlEnv` (``gymnasium.Env``): one segment per episode.
+* :class:`VectorizedLateralControlEnv` (``gymnasium.vector.VectorEnv``): N segments advance in
+  lockstep over the batched engine, one model call per step for all of them.
+* :func:`make_async_env`: ``gymnasium.vector.AsyncVectorEnv`` of :class:`LateralControlEnv`, each
+  worker with its own model session (for comparison and for custom environments).
+
+Episode: ``reset`` picks a random file from the env's list (seeded), builds the simulator and
+fast-forwards the warm-up (steps 20-99, logged steer applied) exactly as the official simulator
+runs it, while the feature state sees those calls like an official controller would.  Each
+``step`` then applies the policy's action at steps 100 .. 499; the episode terminates at step 500
+(later steps do not count).  Reward: minus each step's contribution to the official score,
+
+    r_i = -(50 * 100 / 400 * (target_i - pred_i)^2 + [i > 100] * 100 / 399 * ((pred_i - pred_{i-1}) / 0.1)^2),
+
+so the undiscounted return equals ``-total_cost``; the episode's exact costs are in ``info``
+(``lataccel_cost``, ``jerk_cost``, ``total_cost``, ``segment``) at the final step.
+
+Action: one value in [-1, 1].  ``action_mode="delta"``: steer = clip(previous steer output +
+``max_delta`` * a, -2, 2); ``"absolute"``: steer = 2 * a.  Both vector flavours use gymnasium's
+``SAME_STEP`` autoreset: the returned observation after a final step is the next episode's first
+one, and ``info["final_obs"]`` / ``info["final_info"]`` hold the finished episodes'.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from ..constants import CONTROL_START_IDX, COST_END_IDX, DEL_T, LAT_ACCEL_COST_MULTIPLIER
+from ..data.segments import Segment, load_segment
+from ..sim.backends import ModelBackend, make_backend
+from ..sim.engine import BatchedSimulator, ControlInputs
+from .features import OBS_DIM, FeatureState, pad_plan
+from .features import action_to_steer as features_action_to_steer
+
+LAT_WEIGHT = LAT_ACCEL_COST_MULTIPLIER * 100.0 / (COST_END_IDX - CONTROL_START_IDX)
+JERK_WEIGHT = 100.0 / (COST_END_IDX - CONTROL_START_IDX - 1) / DEL_T**2
+
+
+@dataclass
+class EnvConfig:
+    """Settings shared by every env flavour.
+
+    Attributes:
+        action_mode: ``"delta"`` (bounded change of the previous steer) or ``"absolute"``.
+        max_delta: steer change per step at |a| = 1 in delta mode.
+        end_step: the episode ends before this step (500: the end of the cost window).
+    """
+
+    action_mode: str = "delta"
+    max_delta: float = 0.25
+    end_step: int = COST_END_IDX
+
+    def __post_init__(self) -> None:
+        if self.action_mode not in ("delta", "absolute"):
+            raise ValueError(f"action_mode must be 'delta' or 'absolute', got {self.action_mode!r}")
+        if not CONTROL_START_IDX < self.end_step <= COST_END_IDX:
+            raise ValueError(f"end_step must be in ({CONTROL_START_IDX}, {COST_END_IDX}], got {self.end_step}")
+
+
+def action_to_steer(a: np.ndarray, last_output: np.ndarray, cfg: EnvConfig) -> np.ndarray:
+    """Steer (float64 ``[B]``) of normalised actions ``a`` in [-1, 1] under ``cfg``."""
+    return features_action_to_steer(a, last_output, cfg.action_mode, cfg.max_delta)
+
+
+def observe(features: FeatureState, inputs: ControlInputs) -> np.ndarray:
+    """Observation of one control call (advances the feature state)."""
+    n = inputs.future_length
+    target = np.asarray(inputs.target)
+    return features.observe(
+        target, np.asarray(inputs.current), np.asarray(inputs.roll_lataccel),
+        np.asarray(inputs.v_ego), np.asarray(inputs.a_ego),
+        pad_plan(inputs.future_lataccel, n, target),
+        pad_plan(inputs.future_roll_lataccel, n, np.asarray(inputs.roll_lataccel)),
+        pad_plan(inputs.future_v_ego, n, np.asarray(inputs.v_ego)),
+    )
+
+
+class LockstepEpisodes:
+    """B episodes that start together and end together (the rollout core of both env kinds).
+
+    Episodes all have ``end_step - 100`` policy steps, so a batch of them stays in lockstep and
+    one model call serves every row.
+    """
+
+    def __init__(self, backend: ModelBackend, cfg: EnvConfig) -> None:
+        self.backend = backend
+        self.cfg = cfg
+        self.sim: BatchedSimulator | None = None
+
+    def start(self, segments: Sequence[Segment]) -> np.ndarray:
+        """Begin episodes on ``segments``; fast-forward the warm-up; observation ``[B, OBS_DIM]``."""
+        self.sim = BatchedSimulator(self.backend, segments)
+        self.features = FeatureState(len(segments))
+        inputs = self.sim.reset()
+        while inputs.warmup:
+            observe(self.features, inputs)
+            # The harness discards warm-up outputs; the teacher's stands in as "our" output.
+            self.features.record(self.features.teacher)
+            inputs = self.sim.step(self.features.teacher)
+        self._inputs = inputs
+        return observe(self.features, inputs)
+
+    def step(self, a: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, bool]:
+        """Apply normalised actions; returns (next observation or None at the end, rewards, done)."""
+        sim = self.sim
+        i = sim.step_idx
+        steer = action_to_steer(a, self.features.last_action, self.cfg)
+        self.features.record(steer)
+        prev = np.asarray(sim.current, dtype=np.float64)
+        inputs = sim.step(steer)
+        pred = np.asarray(sim.current, dtype=np.float64)
+        target = np.asarray(sim.target[:, i], dtype=np.float64)
+        reward = -LAT_WEIGHT * (target - pred) ** 2
+        if i > CONTROL_START_IDX:
+            reward = reward - JERK_WEIGHT * (pred - prev) ** 2
+        done = sim.step_idx >= self.cfg.end_step
+        if done:
+            return None, reward, True
+        self._inputs = inputs
+        return observe(self.features, inputs), reward, False
+
+    def costs(self) -> dict[str, np.ndarray]:
+        return self.sim.result().costs if self.sim.step_idx >= COST_END_IDX else {}
+
+
+class SegmentPool:
+    """The env's file list with loaded segments cached in memory."""
+
+    def __init__(self, files: Sequence[str | Path]) -> None:
+        self.files = [str(f) for f in files]
+        if not self.files:
+            raise ValueError("the environment needs at least one segment file")
+        self._cache: dict[str, Segment] = {}
+
+    def get(self, index: int) -> Segment:
+        path = self.files[index]
+        seg = self._cache.get(path)
+        if seg is None:
+            seg = self._cache[path] = load_segment(path)
+        return seg
+
+
+def _final_info(costs: dict[str, np.ndarray], paths: list[str], row: int) -> dict:
+    return {"segment": paths[row], **{k: float(v[row]) for k, v in costs.items()}}
+
+
+class LateralControlEnv(gym.Env):
+    """One segment per episode; see the module docstring for observation, action and reward.
+
+    Args:
+        files: segment CSV paths to draw episodes from (uniformly, with the env's seeded RNG).
+        model_path: TinyPhysics ONNX model (default: the project's).
+        backend: a ready model backend (overrides ``model_path``).
+        config: :class:`EnvConfig`.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, files: Sequence[str | Path], model_path: str | Path | None = None,
+                 backend: ModelBackend | None = None, config: EnvConfig | None = None) -> None:
+        self.pool = SegmentPool(files)
+        self.cfg = config or EnvConfig()
+        self.backend = backend or make_backend("onnx", model_path, threads=1)
+        self.core = LockstepEpisodes(self.backend, self.cfg)
+        self.observation_space = spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self._done = True
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        index = int(self.np_random.integers(len(self.pool.files)))
+        if options and "file_index" in options:
+            index = int(options["file_index"])
+        seg = self.pool.get(index)
+        obs = self.core.start([seg])
+        self._done = False
+        return obs[0], {"segment": seg.path}
+
+    def step(self, action):
+        if self._done:
+            raise RuntimeError("episode is over; call reset()")
+        obs, reward, done = self.core.step(np.asarray(action).reshape(1))
+        info: dict = {}
+        if done:
+            self._done = True
+            costs = self.core.costs()
+            info = _final_info(costs, self.core.sim.paths, 0) if costs else {"segment": self.core.sim.paths[0]}
+            obs = np.zeros(OBS_DIM, np.float32) if obs is None else obs
+            return obs if obs.ndim == 1 else obs[0], float(reward[0]), True, False, info
+        return obs[0], float(reward[0]), False, False, info
+
+
+class VectorizedLateralControlEnv(VectorEnv):
+    """``num_envs`` episodes over one batched simulator; same results as that many single envs.
+
+    Row k draws its files with the RNG a :class:`LateralControlEnv` reset with ``seed + k`` would
+    use, so its observations, rewards and infos equal that single env's.
+
+    Args:
+        files: segment CSV paths.
+        num_envs: rows stepped together.
+        model_path / backend / config: as for :class:`LateralControlEnv` (the backend here uses
+            all cores by default).
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(self, files: Sequence[str | Path], num_envs: int, model_path: str | Path | None = None,
+                 backend: ModelBackend | None = None, config: EnvConfig | None = None) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        self.num_envs = num_envs
+        self.pool = SegmentPool(files)
+        self.cfg = config or EnvConfig()
+        self.backend = backend or make_backend("onnx", model_path)
+        self.core = LockstepEpisodes(self.backend, self.cfg)
+        self.single_observation_space = spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+        self.single_action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._rngs: list[np.random.Generator] | None = None
+
+    def _start(self) -> tuple[np.ndarray, dict]:
+        # Saved in checkpoints: restoring these and calling reset() restarts the same episodes.
+        self._episode_rng_states = [rng.bit_generator.state for rng in self._rngs]
+        segs = [self.pool.get(int(rng.integers(len(self.pool.files)))) for rng in self._rngs]
+        obs = self.core.start(segs)
+        info = {"segment": np.array([s.path for s in segs], dtype=object),
+                "_segment": np.ones(self.num_envs, dtype=bool)}
+        return obs, info
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
+        if seed is None and self._rngs is None:
+            seed = int(np.random.SeedSequence().entropy % 2**31)
+        if seed is not None:
+            seeds = seed if isinstance(seed, (list, tuple)) else [seed + k for k in range(self.num_envs)]
+            self._rngs = [gym.utils.seeding.np_random(s)[0] for s in seeds]
+        return self._start()
+
+    def restore_episode_rngs(self, states: list[dict]) -> None:
+        """Set the file-drawing RNGs to saved states (the next reset() redraws those episodes)."""
+        if len(states) != self.num_envs:
+            raise ValueError(f"{len(states)} RNG states for {self.num_envs} envs")
+        self._rngs = [np.random.Generator(np.random.PCG64()) for _ in states]
+        for rng, state in zip(self._rngs, states):
+            rng.bit_generator.state = state
+
+    def step(self, actions):
+        if self.core.sim is None:
+            raise RuntimeError("call reset() before step()")
+        obs, reward, done = self.core.step(np.asarray(actions).reshape(self.num_envs))
+        terminated = np.full(self.num_envs, done)
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        infos: dict = {}
+        if done:
+            costs = self.core.costs()
+            paths = self.core.sim.paths
+            final_obs = np.zeros((self.num_envs, OBS_DIM), np.float32)
+            for k in range(self.num_envs):
+                infos = self._add_info(infos, {"final_obs": final_obs[k], "final_info": _final_info(costs, paths, k)}, k)
+            obs, reset_info = self._start()
+            infos.update(reset_info)
+        return obs, reward.astype(np.float64), terminated, truncated, infos
+
+    def close_extras(self, **kwargs) -> None:
+        self.core.sim = None
+
+
+def make_async_env(files: Sequence[str | Path], n_envs: int, model_path: str | Path | None = None,
+                   config: EnvConfig | None = None, start_method: str = "forkserver") -> gym.vector.AsyncVectorEnv:
+    """``AsyncVectorEnv`` of :class:`LateralControlEnv` workers (one model session each).
+
+    Args:
+        start_method: ``fork``, ``spawn`` or ``forkserver`` (multiprocessing context).
+    """
+    if start_method not in ("fork", "spawn", "forkserver"):
+        raise ValueError(f"start_method must be fork, spawn or forkserver, got {start_method!r}")
+    files = [str(f) for f in files]
+    cfg = config or EnvConfig()
+
+    def make():
+        return LateralControlEnv(files, model_path=model_path, config=cfg)
+
+    return GuardedAsyncVectorEnv([make] * n_envs, context=start_method,
+                                 autoreset_mode=AutoresetMode.SAME_STEP, step_timeout_s=60.0)
+
+
+class WorkerDiedError(RuntimeError):
+    """An async environment worker exited or stopped answering."""
+
+
+class GuardedAsyncVectorEnv(gym.vector.AsyncVectorEnv):
+    """``AsyncVectorEnv`` whose dead or stuck workers surface as :class:`WorkerDiedError`.
+
+    A killed worker shows up as a broken pipe or end-of-file on its pipe; a worker that stops
+    answering hits ``step_timeout_s``.  Either way the caller gets an error naming the worker
+    instead of a hang.  Errors raised inside a worker's simulator are re-raised by gymnasium.
+    """
+
+    def __init__(self, *args, step_timeout_s: float = 60.0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.step_timeout_s = step_timeout_s
+
+    def _dead_workers(self) -> str:
+        dead = [f"{k} (pid {p.pid}, exit code {p.exitcode})" for k, p in enumerate(self.processes) if not p.is_alive()]
+        return ", ".join(dead) or "none exited; a worker stopped answering"
+
+    def step(self, actions):
+        try:
+            self.step_async(actions)
+            return self.step_wait(timeout=self.step_timeout_s)
+        except (BrokenPipeError, EOFError, ConnectionResetError, mp.TimeoutError) as exc:
+            raise WorkerDiedError(f"async environment worker died: {self._dead_workers()} ({type(exc).__name__})") from exc
+
+    def reset(self, *, seed=None, options=None):
+        try:
+            self.reset_async(seed=seed, options=options)
+            return self.reset_wait(timeout=self.step_timeout_s)
+        except (BrokenPipeError, EOFError, ConnectionResetError, mp.TimeoutError) as exc:
+            raise WorkerDiedError(f"async environment worker died: {self._dead_workers()} ({type(exc).__name__})") from exc

@@ -1,0 +1,132 @@
+"""Actor and critic MLPs with a bounded action distribution on [-1, 1].
+
+Two parameterisations of the action distribution:
+
+* ``beta``: ``x ~ Beta(alpha, beta)`` on (0, 1), action ``a = 2x - 1``; the deterministic action is
+  the distribution's mean.  The raw sample stored for PPO is ``x``.
+* ``squashed_gaussian``: ``u ~ Normal(mu, sigma)``, action ``a = tanh(u)``; deterministic action
+  ``tanh(mu)``.  The raw sample stored is ``u`` (log-probabilities are taken on ``u``; the tanh
+  Jacobian cancels in PPO's probability ratio).
+
+Shapes: observations ``[..., obs_dim]`` float32, raw samples and actions ``[..., 1]``.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.distributions import Beta, Normal
+
+DISTRIBUTIONS = ("beta", "squashed_gaussian")
+
+
+def mlp(sizes: list[int], activation: type[nn.Module], out_gain: float) -> nn.Sequential:
+    """A tanh/relu MLP with orthogonal initialisation; ``out_gain`` scales the last layer."""
+    layers: list[nn.Module] = []
+    for k in range(len(sizes) - 1):
+        lin = nn.Linear(sizes[k], sizes[k + 1])
+        last = k == len(sizes) - 2
+        nn.init.orthogonal_(lin.weight, out_gain if last else math.sqrt(2))
+        nn.init.zeros_(lin.bias)
+        layers.append(lin)
+        if not last:
+            layers.append(activation())
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs.
+
+    Args:
+        obs_dim: observation size.
+        hidden: hidden layer widths (both networks).
+        distribution: ``"beta"`` or ``"squashed_gaussian"``.
+        activation: ``"tanh"`` or ``"relu"``.
+        init_log_std: initial log sigma of the squashed Gaussian.
+        normalize_obs: standardise observations with running statistics (:attr:`obs_norm`,
+            updated by the trainer, saved with the weights).
+    """
+
+    def __init__(self, obs_dim: int, hidden: tuple[int, ...] = (128, 128), distribution: str = "beta",
+                 activation: str = "tanh", init_log_std: float = -1.0, normalize_obs: bool = True) -> None:
+        super().__init__()
+        self.normalize_obs = normalize_obs
+        self.obs_norm = RunningNorm(obs_dim)
+        if distribution not in DISTRIBUTIONS:
+            raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
+        act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
+        self.distribution = distribution
+        self.obs_dim = obs_dim
+        n_out = 2 if distribution == "beta" else 1
+        self.actor = mlp([obs_dim, *hidden, n_out], act, 0.01)
+        self.critic = mlp([obs_dim, *hidden, 1], act, 1.0)
+        if distribution == "squashed_gaussian":
+            self.log_std = nn.Parameter(torch.full((1,), float(init_log_std)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State value ``[...]``."""
+        return self.critic(self._norm(obs)).squeeze(-1)
+
+    def _norm(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.obs_norm(obs) if self.normalize_obs else obs
+
+    def dist(self, obs: torch.Tensor):
+        """The action distribution over raw samples (``[..., 1]``)."""
+        out = self.actor(self._norm(obs))
+        if self.distribution == "beta":
+            # softplus + 1 keeps alpha, beta > 1: unimodal, no mass piling at the bounds.
+            ab = nn.functional.softplus(out) + 1.0
+            return Beta(ab[..., :1], ab[..., 1:])
+        return Normal(out, self.log_std.exp().expand_as(out))
+
+    def to_action(self, raw: torch.Tensor) -> torch.Tensor:
+        """Action in [-1, 1] of a raw sample."""
+        return raw * 2.0 - 1.0 if self.distribution == "beta" else torch.tanh(raw)
+
+    def from_action(self, action: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
+        """Raw sample of an action in [-1, 1] (clipped away from the bounds), for cloning."""
+        a = action.clamp(-1 + eps, 1 - eps)
+        return (a + 1.0) * 0.5 if self.distribution == "beta" else torch.atanh(a)
+
+    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        """The deterministic action ``[..., 1]`` in [-1, 1] (mean of Beta, tanh of the mean)."""
+        d = self.dist(obs)
+        return self.to_action(d.mean)
+
+    def act(self, obs: torch.Tensor):
+        """Sample: (raw ``[..., 1]``, action ``[..., 1]``, log-prob ``[...]``, value ``[...]``)."""
+        d = self.dist(obs)
+        raw = d.sample()
+        if self.distribution == "beta":
+            raw = raw.clamp(1e-6, 1 - 1e-6)
+        return raw, self.to_action(raw), d.log_prob(raw).sum(-1), self.value(obs)
+
+    def evaluate(self, obs: torch.Tensor, raw: torch.Tensor):
+        """(log-prob ``[...]``, entropy ``[...]``, value ``[...]``) of stored raw samples."""
+        d = self.dist(obs)
+        return d.log_prob(raw).sum(-1), d.entropy().sum(-1), self.value(obs)
+
+
+class RunningNorm(nn.Module):
+    """Running mean / variance of observations (Welford over batches); frozen when not training."""
+
+    def __init__(self, dim: int, clip: float = 10.0) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
+        self.clip = clip
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        x = x.reshape(-1, x.shape[-1]).double()
+        b_mean, b_var, n = x.mean(0), x.var(0, unbiased=False), x.shape[0]
+        delta, total = b_mean - self.mean, self.count + n
+        self.mean += delta * n / total
+        self.var = (self.var * self.count + b_var * n + delta**2 * self.count * n / total) / total
+        self.count = total
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = (x - self.mean.to(x.dtype)) / torch.sqrt(self.var.to(x.dtype) + 1e-8)
+        return y.clamp(-self.clip, self.clip)

@@ -1,0 +1,1 @@
+"""Training utilities: rollout buffer, checkpoints, logging."""

@@ -1,0 +1,117 @@
+"""Training run at tiny scale: determinism, resume, checkpoints, TensorBoard, PPO pieces."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ppo_training.policy.actor_critic import ActorCritic
+from ppo_training.training import load_config, train
+from ppo_training.utils.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from ppo_training.utils.replay_buffer import RolloutBuffer
+
+
+@pytest.fixture()
+def tiny_cfg(in_data_dir, model_path):
+    """Two envs, whole-episode rollouts, three updates; data are the segments in ./data."""
+    return load_config(None, {
+        "data.path": "data", "data.reserve_first": 0, "data.val_fraction": 0.0, "data.test_fraction": 0.0,
+        "data.val_segments": 2, "env.n_envs": 2, "train.total_timesteps": 2400, "train.eval_every": 1,
+        "train.checkpoint_every": 1, "train.patience": None, "bc.episodes": 1, "bc.epochs": 2,
+        "logging.progress": False, "device": "cpu", "runs_dir": str(in_data_dir / "runs"),
+        "tinyphysics_model": str(model_path),
+    })
+
+
+def _curve(result) -> np.ndarray:
+    return np.array(result.stats["losses/policy_loss"] + result.stats["episode/cost_mean"]
+                    + result.stats["validation/cost_mean"])
+
+
+def test_same_seed_same_curve_and_artifacts(tiny_cfg):
+    a = train({**tiny_cfg, "run_name": "a"})
+    b = train({**tiny_cfg, "run_name": "b"})
+    assert len(a.stats["losses/policy_loss"]) == 3
+    assert np.array_equal(_curve(a), _curve(b))
+    ckpts = a.run_dir / "checkpoints"
+    for name in ("best.pt", "final_model.pt", "training_stats.npz", "checkpoint_800.pt", "checkpoint_2400.pt"):
+        assert (ckpts / name).is_file(), name
+    ck = load_checkpoint(ckpts / "final_model.pt")
+    assert ck["global_step"] == 2400 and ck["files"]["train"] and "optimizer" in ck
+    stats = np.load(ckpts / "training_stats.npz")
+    assert "validation__cost_mean" in stats.files
+    # TensorBoard scalars, read back with TensorBoard's own reader
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(a.run_dir))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    for tag in ("losses/policy_loss", "losses/approx_kl", "losses/clip_frac", "losses/entropy",
+                "losses/explained_variance", "episode/cost_mean", "episode/cost_median", "episode/cost_p90",
+                "validation/cost_mean", "charts/env_steps_per_second"):
+        assert tag in tags, tag
+    assert [e.step for e in acc.Scalars("validation/cost_mean")] == [800, 1600, 2400]
+
+
+def test_resume_continues_the_same_curve(tiny_cfg):
+    full = train({**tiny_cfg, "run_name": "full"})
+    calls = {"n": 0}
+
+    def stop_after_two():
+        calls["n"] += 1
+        return calls["n"] > 2
+
+    cut = train({**tiny_cfg, "run_name": "cut"}, should_stop=stop_after_two)
+    assert cut.stopped_because == "stopped by user" and cut.global_step == 1600
+    resumed = train({**tiny_cfg, "run_name": "cut"}, resume="auto")
+    assert resumed.global_step == 2400
+    assert np.array_equal(_curve(full), _curve(resumed))
+
+
+def test_resume_rejects_bad_checkpoint(tiny_cfg, tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="bad.pt"):
+        train({**tiny_cfg, "run_name": "x"}, resume=str(bad))
+    other = tmp_path / "other.pt"
+    save_atomic({"weights": 1}, other)
+    with pytest.raises(CheckpointError, match="not a policy checkpoint"):
+        load_checkpoint(other)
+
+
+def test_config_overrides_are_checked(tmp_path):
+    with pytest.raises(KeyError, match="nope"):
+        load_config(None, {"env.nope": 1})
+    with pytest.raises(FileNotFoundError):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_gae_matches_hand_computation():
+    buf = RolloutBuffer(3, 1, 2)
+    rewards, values, dones = [1.0, 2.0, 3.0], [0.5, 0.4, 0.3], [0.0, 1.0, 0.0]
+    for t in range(3):
+        buf.add(torch.zeros(1, 2), torch.zeros(1, 1), torch.zeros(1), torch.tensor([rewards[t]]),
+                torch.tensor([dones[t]]), torch.tensor([values[t]]))
+    buf.compute_returns(torch.tensor([0.2]), gamma=0.9, gae_lambda=0.8)
+    d2 = 3.0 + 0.9 * 0.2 - 0.3
+    d1 = 2.0 - 0.4  # episode ended after step 1: no bootstrap
+    d0 = 1.0 + 0.9 * 0.4 - 0.5
+    want = [d0 + 0.9 * 0.8 * d1, d1, d2]
+    assert torch.allclose(buf.advantages[:, 0], torch.tensor(want))
+    assert torch.allclose(buf.returns[:, 0], torch.tensor(want) + torch.tensor(values))
+
+
+@pytest.mark.parametrize("dist", ["beta", "squashed_gaussian"])
+def test_actor_critic_shapes_and_bounds(dist):
+    torch.manual_seed(0)
+    pol = ActorCritic(27, hidden=(16,), distribution=dist)
+    obs = torch.randn(5, 27)
+    raw, action, logp, value = pol.act(obs)
+    assert raw.shape == action.shape == (5, 1) and logp.shape == value.shape == (5,)
+    assert action.abs().max() <= 1
+    lp2, ent, v2 = pol.evaluate(obs, raw)
+    assert torch.allclose(lp2, logp) and torch.allclose(v2, value) and ent.shape == (5,)
+    det = pol.deterministic(obs)
+    assert det.abs().max() <= 1
+    back = pol.to_action(pol.from_action(torch.tensor([[0.3]])))
+    assert torch.allclose(back, torch.tensor([[0.3]]), atol=1e-5)

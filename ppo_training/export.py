@@ -61,7 +61,8 @@ class Controller(BaseController):
     if step < CONTROL_START_IDX:
       out = self.features.teacher  # discarded by the harness; keeps the feature state as in training
     else:
-      out = action_to_steer(self.policy.action(obs), self.features.last_action, ACTION_MODE, MAX_DELTA)
+      out = action_to_steer(self.policy.action(obs), self.features.last_action, ACTION_MODE, MAX_DELTA,
+                            self.features.teacher)
     self.features.record(out)
     return float(out[0])
 '''

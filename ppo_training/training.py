@@ -27,7 +27,7 @@ import torch
 import yaml
 
 from . import PROJECT_ROOT
-from .data.segments import is_synthetic_dir, list_segment_files, split_files
+from .data.segments import file_identity, is_synthetic_dir, list_segment_files, split_files
 from .environment.features import OBS_DIM
 from .environment.lateral_env import EnvConfig, VectorizedLateralControlEnv, make_async_env
 from .evaluation import evaluate
@@ -111,12 +111,6 @@ def data_split(cfg: dict) -> dict[str, list[str]]:
     return split
 
 
-def file_identity(path: str | Path) -> str:
-    """``name:size`` of a segment file: the same upstream file in another folder has the same identity."""
-    p = Path(path)
-    return f"{p.name}:{p.stat().st_size}"
-
-
 # -- results ---------------------------------------------------------------------------------------------
 @dataclass
 class TrainResult:
@@ -183,9 +177,12 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
     n_envs, num_steps = int(cfg["env"]["n_envs"]), int(t_cfg["num_steps"])
 
     if cfg["env"]["kind"] == "vector":
-        env = VectorizedLateralControlEnv(split["train"], n_envs, model_path=cfg["tinyphysics_model"], config=env_cfg)
+        env = VectorizedLateralControlEnv(split["train"], n_envs, model_path=cfg["tinyphysics_model"], config=env_cfg,
+                                          paired=ppo_cfg.advantage == "paired")
         val_backend = env.backend
     elif cfg["env"]["kind"] == "async":
+        if ppo_cfg.advantage == "paired":
+            raise ValueError("ppo.advantage 'paired' needs env.kind 'vector'")
         env = make_async_env(split["train"], n_envs, model_path=cfg["tinyphysics_model"], config=env_cfg,
                              start_method=cfg["env"]["start_method"])
         val_backend = make_backend("onnx", cfg["tinyphysics_model"])
@@ -290,7 +287,10 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
             global_step += batch
             with torch.no_grad():
                 last_value = policy.value(torch.as_tensor(obs, device=device))
-            buffer.compute_returns(last_value, ppo_cfg.gamma, ppo_cfg.gae_lambda)
+            if ppo_cfg.advantage == "paired":
+                buffer.compute_paired_advantages(ppo_cfg.gamma)
+            else:
+                buffer.compute_returns(last_value, ppo_cfg.gamma, ppo_cfg.gae_lambda)
             u_stats = agent.update(buffer, generator=gen)
             if policy.normalize_obs:
                 policy.obs_norm.update(buffer.obs)
@@ -306,7 +306,7 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                 log("episode/cost_p90", np.percentile(c, 90), global_step)
             payload = {"update": update + 1, "n_updates": n_updates, "global_step": global_step,
                        "episode_cost_mean": float(np.mean(episode_costs)) if episode_costs else float("nan"),
-                       **u_stats, "sps": sps}
+                       **u_stats, "sps": sps, "stats": stats}
             emit("update", payload)
             if bar is not None:
                 bar.update(batch)
@@ -317,7 +317,9 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
             if (update + 1) % int(t_cfg["eval_every"]) == 0 or update + 1 == n_updates:
                 val = validate()
                 log("validation/cost_mean", val, global_step)
-                emit("validation", {"global_step": global_step, "val_cost": val, "policy": policy})
+                emit("validation", {"global_step": global_step, "val_cost": val, "policy": policy,
+                                    "env_config": env_cfg, "val_files": split["val"], "backend": val_backend,
+                                    "run_dir": run_dir})
                 if val < best_val:
                     best_val, bad_vals = val, 0
                     save_atomic(checkpoint_payload(update + 1), ckpt_dir / "best.pt")

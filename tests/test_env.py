@@ -44,7 +44,7 @@ def test_vector_env_passes_checker(files, onnx_backend):
     assert env.action_space.shape == (3, 1)
 
 
-@pytest.mark.parametrize("mode", ["delta", "absolute"])
+@pytest.mark.parametrize("mode", ["delta", "residual", "absolute"])
 def test_return_equals_minus_total_cost(files, onnx_backend, mode):
     env = LateralControlEnv(files, backend=onnx_backend, config=EnvConfig(action_mode=mode))
     rng = np.random.default_rng(0)
@@ -148,3 +148,15 @@ def test_obs_identical_for_batch_sizes(files, onnx_backend):
         assert np.array_equal(np.repeat(oa, 4, 0), ob)
         oa, *_ = a.step(np.full((1, 1), 0.1, np.float32))
         ob, *_ = b.step(np.full((4, 1), 0.1, np.float32))
+
+
+def test_paired_rows_share_segment_and_noise(files, onnx_backend):
+    env = VectorizedLateralControlEnv(files, 4, backend=onnx_backend, paired=True)
+    obs, info = env.reset(seed=3)
+    assert info["segment"][0] == info["segment"][1] and info["segment"][2] == info["segment"][3]
+    for _ in range(30):  # same actions in both rows of a pair: identical trajectories (same seed)
+        a = np.repeat(np.random.default_rng(0).uniform(-0.5, 0.5, (2, 1)), 2, axis=0).astype(np.float32)
+        obs, r, *_ = env.step(a)
+        assert np.array_equal(obs[0], obs[1]) and r[2] == r[3]
+    with pytest.raises(ValueError, match="even"):
+        VectorizedLateralControlEnv(files, 3, backend=onnx_backend, paired=True)

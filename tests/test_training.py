@@ -115,3 +115,16 @@ def test_actor_critic_shapes_and_bounds(dist):
     assert det.abs().max() <= 1
     back = pol.to_action(pol.from_action(torch.tensor([[0.3]])))
     assert torch.allclose(back, torch.tensor([[0.3]]), atol=1e-5)
+
+
+def test_paired_advantages_cancel_shared_rewards():
+    buf = RolloutBuffer(3, 4, 2)
+    rewards = torch.tensor([[1.0, 2.0, 3.0, 3.0]] * 3)
+    for t in range(3):
+        buf.add(torch.zeros(4, 2), torch.zeros(4, 1), torch.zeros(4), rewards[t],
+                torch.full((4,), float(t == 2)), torch.zeros(4))
+    buf.compute_paired_advantages(gamma=0.5)
+    g0 = torch.tensor([1.75, 1.5, 1.0])
+    assert torch.allclose(buf.returns[:, 0], g0) and torch.allclose(buf.returns[:, 1], 2 * g0)
+    assert torch.allclose(buf.advantages[:, 0], -g0) and torch.allclose(buf.advantages[:, 1], g0)
+    assert torch.all(buf.advantages[:, 2:] == 0)  # equal rewards in a pair: no preference

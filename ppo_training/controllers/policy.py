@@ -93,6 +93,6 @@ class PolicyController(BatchedController):
             out = self.features.teacher
         else:
             out = action_to_steer(self.policy.action(obs), self.features.last_action,
-                                  self.cfg.action_mode, self.cfg.max_delta)
+                                  self.cfg.action_mode, self.cfg.max_delta, self.features.teacher)
         self.features.record(out)
         return out

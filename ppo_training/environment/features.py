@@ -133,14 +133,18 @@ class FeatureState:
         return self.prev_actions[:, -1]
 
 
-def action_to_steer(a, last_output, action_mode: str, max_delta: float) -> np.ndarray:
+def action_to_steer(a, last_output, action_mode: str, max_delta: float, teacher=None) -> np.ndarray:
     """Steer (float64 ``[B]``) of normalised actions ``a`` in [-1, 1] (clipped).
 
-    ``delta``: ``clip(last_output + max_delta * a, -2, 2)``; ``absolute``: ``2 * a``.
+    ``delta``: ``clip(last_output + max_delta * a, -2, 2)`` (a bounded change of the previous
+    steer); ``residual``: ``clip(teacher + max_delta * a, -2, 2)`` (a bounded correction of this
+    call's teacher action); ``absolute``: ``2 * a``.
     """
     a = np.clip(np.asarray(a, dtype=np.float64).reshape(len(last_output)), -1.0, 1.0)
     if action_mode == "delta":
         return np.clip(last_output + max_delta * a, -STEER_LIMIT, STEER_LIMIT)
+    if action_mode == "residual":
+        return np.clip(teacher + max_delta * a, -STEER_LIMIT, STEER_LIMIT)
     return a * STEER_LIMIT
 
 

@@ -18,7 +18,8 @@ so the undiscounted return equals ``-total_cost``; the episode's exact costs are
 (``lataccel_cost``, ``jerk_cost``, ``total_cost``, ``segment``) at the final step.
 
 Action: one value in [-1, 1].  ``action_mode="delta"``: steer = clip(previous steer output +
-``max_delta`` * a, -2, 2); ``"absolute"``: steer = 2 * a.  Both vector flavours use gymnasium's
+``max_delta`` * a, -2, 2); ``"residual"``: steer = clip(teacher + ``max_delta`` * a, -2, 2);
+``"absolute"``: steer = 2 * a.  Both vector flavours use gymnasium's
 ``SAME_STEP`` autoreset: the returned observation after a final step is the next episode's first
 one, and ``info["final_obs"]`` / ``info["final_info"]`` hold the finished episodes'.
 """
@@ -51,8 +52,9 @@ class EnvConfig:
     """Settings shared by every env flavour.
 
     Attributes:
-        action_mode: ``"delta"`` (bounded change of the previous steer) or ``"absolute"``.
-        max_delta: steer change per step at |a| = 1 in delta mode.
+        action_mode: ``"delta"`` (bounded change of the previous steer), ``"residual"`` (bounded
+            correction of the teacher's action) or ``"absolute"``.
+        max_delta: steer change (delta) or correction (residual) at |a| = 1.
         end_step: the episode ends before this step (500: the end of the cost window).
     """
 
@@ -61,15 +63,15 @@ class EnvConfig:
     end_step: int = COST_END_IDX
 
     def __post_init__(self) -> None:
-        if self.action_mode not in ("delta", "absolute"):
-            raise ValueError(f"action_mode must be 'delta' or 'absolute', got {self.action_mode!r}")
+        if self.action_mode not in ("delta", "residual", "absolute"):
+            raise ValueError(f"action_mode must be 'delta', 'residual' or 'absolute', got {self.action_mode!r}")
         if not CONTROL_START_IDX < self.end_step <= COST_END_IDX:
             raise ValueError(f"end_step must be in ({CONTROL_START_IDX}, {COST_END_IDX}], got {self.end_step}")
 
 
-def action_to_steer(a: np.ndarray, last_output: np.ndarray, cfg: EnvConfig) -> np.ndarray:
+def action_to_steer(a: np.ndarray, features: FeatureState, cfg: EnvConfig) -> np.ndarray:
     """Steer (float64 ``[B]``) of normalised actions ``a`` in [-1, 1] under ``cfg``."""
-    return features_action_to_steer(a, last_output, cfg.action_mode, cfg.max_delta)
+    return features_action_to_steer(a, features.last_action, cfg.action_mode, cfg.max_delta, features.teacher)
 
 
 def observe(features: FeatureState, inputs: ControlInputs) -> np.ndarray:
@@ -114,7 +116,7 @@ class LockstepEpisodes:
         """Apply normalised actions; returns (next observation or None at the end, rewards, done)."""
         sim = self.sim
         i = sim.step_idx
-        steer = action_to_steer(a, self.features.last_action, self.cfg)
+        steer = action_to_steer(a, self.features, self.cfg)
         self.features.record(steer)
         prev = np.asarray(sim.current, dtype=np.float64)
         inputs = sim.step(steer)
@@ -204,7 +206,8 @@ class VectorizedLateralControlEnv(VectorEnv):
     """``num_envs`` episodes over one batched simulator; same results as that many single envs.
 
     Row k draws its files with the RNG a :class:`LateralControlEnv` reset with ``seed + k`` would
-    use, so its observations, rewards and infos equal that single env's.
+    use, so its observations, rewards and infos equal that single env's.  With ``paired=True``
+    rows 2k and 2k+1 drive the segment drawn for row 2k (for paired advantage estimates).
 
     Args:
         files: segment CSV paths.
@@ -216,9 +219,13 @@ class VectorizedLateralControlEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(self, files: Sequence[str | Path], num_envs: int, model_path: str | Path | None = None,
-                 backend: ModelBackend | None = None, config: EnvConfig | None = None) -> None:
+                 backend: ModelBackend | None = None, config: EnvConfig | None = None,
+                 paired: bool = False) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        if paired and num_envs % 2:
+            raise ValueError(f"paired rows need an even num_envs, got {num_envs}")
+        self.paired = paired
         self.num_envs = num_envs
         self.pool = SegmentPool(files)
         self.cfg = config or EnvConfig()
@@ -234,6 +241,8 @@ class VectorizedLateralControlEnv(VectorEnv):
         # Saved in checkpoints: restoring these and calling reset() restarts the same episodes.
         self._episode_rng_states = [rng.bit_generator.state for rng in self._rngs]
         segs = [self.pool.get(int(rng.integers(len(self.pool.files)))) for rng in self._rngs]
+        if self.paired:  # rows 2k and 2k+1 drive the same segment (same simulator noise)
+            segs = [segs[k - k % 2] for k in range(self.num_envs)]
         obs = self.core.start(segs)
         info = {"segment": np.array([s.path for s in segs], dtype=object),
                 "_segment": np.ones(self.num_envs, dtype=bool)}

@@ -29,6 +29,8 @@ def teacher_action(obs: np.ndarray, action_mode: str, max_delta: float) -> np.nd
     teacher = obs[:, TEACHER_INDEX].astype(np.float64)
     if action_mode == "delta":
         a = (teacher - obs[:, LAST_ACTION_INDEX]) / max_delta
+    elif action_mode == "residual":
+        a = np.zeros_like(teacher)  # the teacher itself is the zero correction
     else:
         a = teacher / STEER_RANGE[1]
     return np.clip(a, -1.0, 1.0)[:, None].astype(np.float32)

@@ -23,6 +23,7 @@ class PPOConfig:
     anneal_lr: bool = True          # linear decay to 0 over the run
     gamma: float = 0.99
     gae_lambda: float = 0.95
+    advantage: str = "gae"          # gae | paired (rows 2k, 2k+1 share a segment: common random numbers)
     update_epochs: int = 4
     num_minibatches: int = 8
     clip_coef: float = 0.2
@@ -33,6 +34,10 @@ class PPOConfig:
     norm_adv: bool = True
     target_kl: float | None = 0.02  # stop the epochs of an update early past this KL
     reward_scale: float = 0.02      # rewards are -cost contributions; scaled for the critic
+
+    def __post_init__(self) -> None:
+        if self.advantage not in ("gae", "paired"):
+            raise ValueError(f"ppo.advantage must be 'gae' or 'paired', got {self.advantage!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)

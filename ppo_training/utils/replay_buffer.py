@@ -22,6 +22,7 @@ class RolloutBuffer:
     def __init__(self, num_steps: int, num_envs: int, obs_dim: int, device: torch.device | str = "cpu") -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
         z = lambda *s: torch.zeros((num_steps, num_envs, *s), device=device)  # noqa: E731
+        # returns is filled in place by both estimators
         self.obs, self.raw = z(obs_dim), z(1)
         self.logprobs, self.rewards, self.dones, self.values = z(), z(), z(), z()
         self.advantages, self.returns = z(), z()
@@ -49,6 +50,26 @@ class RolloutBuffer:
             last_gae = delta + gamma * gae_lambda * nonterminal * last_gae
             self.advantages[t] = last_gae
         self.returns = self.advantages + self.values
+
+    @torch.no_grad()
+    def compute_paired_advantages(self, gamma: float) -> None:
+        """Advantages from pairs of rows that drive the same segment (rows 2k and 2k+1).
+
+        Both rows of a pair share the segment and therefore the simulator's random stream, so the
+        difference of their discounted rewards-to-go cancels most of the simulator's sampling
+        noise and the segment's difficulty, leaving the effect of the policy's own action noise
+        (common random numbers).  ``advantages[:, 2k] = G[:, 2k] - G[:, 2k+1]`` and the negative
+        for its partner; ``returns`` are the rewards-to-go (the critic keeps learning them).
+        """
+        if self.num_envs % 2:
+            raise ValueError("paired advantages need an even number of envs")
+        running = torch.zeros_like(self.rewards[0])
+        for t in reversed(range(self.num_steps)):
+            running = self.rewards[t] + gamma * running * (1.0 - self.dones[t])
+            self.returns[t] = running
+        diff = self.returns[:, 0::2] - self.returns[:, 1::2]
+        self.advantages[:, 0::2] = diff
+        self.advantages[:, 1::2] = -diff
 
     def flat(self) -> dict[str, torch.Tensor]:
         """All fields flattened to ``[T*N, ...]`` for minibatching."""

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ppo_training.controllers import make_controller
 from ppo_training.data.segments import SegmentError, is_synthetic_dir, list_segment_files, load_segments
-from ppo_training.evaluation import COST_COLUMNS, evaluate, write_results_csv
+from ppo_training.evaluation import COST_COLUMNS, evaluate, training_overlap, write_results_csv
 from ppo_training.sim.backends import make_backend
 from ppo_training.sim.engine import BatchedSimulator
 
@@ -46,19 +46,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="onnxruntime threads (default: all cores)")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bar")
     return p
-
-
-def training_overlap(checkpoint: dict, files: list[str]) -> int:
-    """How many of ``files`` the checkpoint's policy was trained on.
-
-    A file counts when its resolved path is a training path, or when its name and size equal a
-    training file's (a copy of the same segment in another folder).
-    """
-    from ppo_training.training import file_identity
-
-    paths = set(checkpoint.get("files_abs", {}).get("train", []))
-    ids = set(checkpoint.get("train_ids", []))
-    return sum(str(Path(f).resolve()) in paths or file_identity(f) in ids for f in files)
 
 
 def sample_rollouts(controllers, segments: list[str], backend) -> dict:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ppo_training.constants import DEL_T  # noqa: E402
+from ppo_training.data.stats import QUANTITIES, segment_values, summary  # noqa: E402
 from ppo_training.data.segments import (  # noqa: E402
     is_synthetic_dir,
     list_segment_files,
@@ -32,26 +32,6 @@ from ppo_training.data.segments import (  # noqa: E402
 )
 
 DEFAULT_REAL = "/work/shared/tinyphysics/data"
-QUANTITIES = ("speed", "|target|", "|target rate|", "roll_lataccel")
-
-
-def segment_values(files: list[str]) -> list[dict[str, np.ndarray]]:
-    """Per-segment values of the compared quantities."""
-    out = []
-    for s in load_segments(files, progress=True):
-        out.append({
-            "speed": s.v_ego,
-            "|target|": np.abs(s.target_lataccel),
-            "|target rate|": np.abs(np.diff(s.target_lataccel) / DEL_T),
-            "roll_lataccel": s.roll_lataccel,
-        })
-    return out
-
-
-def summary(per_segment: list[dict[str, np.ndarray]], q: str) -> np.ndarray:
-    """mean, p10, p90 of quantity ``q`` pooled over all rows of the given segments."""
-    x = np.concatenate([seg[q] for seg in per_segment])
-    return np.array([x.mean(), np.percentile(x, 10), np.percentile(x, 90)])
 
 
 def bootstrap_range(per_segment: list[dict[str, np.ndarray]], q: str, reps: int = 300,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .constants import CONTEXT_LENGTH, COST_END_IDX
 from .controllers import BatchedController, make_controller
-from .data.segments import load_segments
+from .data.segments import file_identity, load_segments
 from .sim.backends import ModelBackend, make_backend
 from .sim.engine import BatchedSimulator
 
@@ -112,3 +112,14 @@ def write_results_csv(table: pd.DataFrame, path: str | Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     table.to_csv(tmp, index=False)  # shortest round-trip repr: exact float64 values
     tmp.replace(path)
+
+
+def training_overlap(checkpoint: dict, files: Sequence[str | Path]) -> int:
+    """How many of ``files`` a checkpoint's policy was trained on.
+
+    A file counts when its resolved path is a training path, or when its name and size equal a
+    training file's (a copy of the same segment in another folder).
+    """
+    paths = set(checkpoint.get("files_abs", {}).get("train", []))
+    ids = set(checkpoint.get("train_ids", []))
+    return sum(str(Path(f).resolve()) in paths or file_identity(f) in ids for f in files)

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .constants import CONTROL_START_IDX, COST_END_IDX
 from .evaluation import COST_COLUMNS
+from .plots import cost_histogram_figure, rollout_figure
 
 
 def _png(fig) -> str:
@@ -30,20 +30,8 @@ def _png(fig) -> str:
 
 
 def _histograms(test: pd.DataFrame, base: pd.DataFrame | None, names: tuple[str, str]) -> str:
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-    for ax, col in zip(axes, COST_COLUMNS):
-        values = [test[col].to_numpy()] + ([base[col].to_numpy()] if base is not None else [])
-        hi = max(float(np.percentile(v, 99)) for v in values) or 1.0
-        bins = np.linspace(0, hi, 30)
-        ax.hist(np.clip(values[0], 0, hi), bins=bins, alpha=0.6, label=names[0])
-        if base is not None:
-            ax.hist(np.clip(values[1], 0, hi), bins=bins, alpha=0.6, label=names[1])
-        ax.set_title(col)
-        ax.set_xlabel("cost per segment")
-        ax.legend()
-    return _png(fig)
+    tables = {names[0]: test, **({names[1]: base} if base is not None else {})}
+    return _png(cost_histogram_figure(tables))
 
 
 def _scatter(test: pd.DataFrame, base: pd.DataFrame, names: tuple[str, str]) -> str:
@@ -61,24 +49,8 @@ def _scatter(test: pd.DataFrame, base: pd.DataFrame, names: tuple[str, str]) -> 
 
 
 def _rollout_plot(segment: str, hist_test: dict, hist_base: dict | None, names: tuple[str, str]) -> str:
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(11, 4.8), sharex=True)
-    t = np.arange(len(hist_test["target"]))
-    a1.plot(t, hist_test["target"], "k", lw=1.2, label="target")
-    a1.plot(t, hist_test["current"], lw=1, label=names[0])
-    a2.plot(t, hist_test["action"], lw=1, label=names[0])
-    if hist_base is not None:
-        a1.plot(t, hist_base["current"], lw=1, alpha=0.8, label=names[1])
-        a2.plot(t, hist_base["action"], lw=1, alpha=0.8, label=names[1])
-    for ax in (a1, a2):
-        ax.axvspan(CONTROL_START_IDX, COST_END_IDX, color="0.92", zorder=0)
-    a1.set_ylabel("lateral accel (m/s²)")
-    a2.set_ylabel("steer")
-    a2.set_xlabel("step (10 Hz); shaded: scored steps 100-499")
-    a1.set_title(segment)
-    a1.legend(loc="upper right", fontsize=8)
-    return _png(fig)
+    runs = {names[0]: hist_test, **({names[1]: hist_base} if hist_base is not None else {})}
+    return _png(rollout_figure(hist_test["target"], runs, title=segment))
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:

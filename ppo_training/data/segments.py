@@ -205,6 +205,12 @@ def split_files(
     return split
 
 
+def file_identity(path: str | Path) -> str:
+    """``name:size`` of a segment file: the same upstream file in another folder has the same identity."""
+    p = Path(path)
+    return f"{p.name}:{p.stat().st_size}"
+
+
 def is_synthetic_dir(data_path: str | Path) -> bool:
     """True when ``data_path`` (a folder, or a file inside one) holds generated segments."""
     p = Path(data_path)

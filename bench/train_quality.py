@@ -43,6 +43,38 @@ def peak_rss_mb() -> float:
     return max(own, kids) / 1024.0
 
 
+def score_checkpoint(ckpt_path: str | Path, real: Path, model_path: str | None = None) -> dict:
+    """PID, the teacher and the checkpoint's policy on the eight real segments, as ``data/0000k.csv``.
+
+    Returns mean costs per controller (``rows``), PPO / PID and PPO / teacher ratios and peak memory.
+    """
+    ckpt = load_checkpoint(ckpt_path)
+    policy = build_policy(ckpt["config"])
+    policy.load_state_dict(ckpt["policy"])
+    real_files = sorted(Path(real).glob("0000[0-7].csv"))
+    if len(real_files) != 8:
+        raise FileNotFoundError(f"expected the eight real segments 00000.csv..00007.csv in {real}")
+    backend = make_backend("onnx", model_path)
+    with tempfile.TemporaryDirectory() as tmp:  # evaluate as data/0000k.csv: the official seeds
+        (Path(tmp) / "data").mkdir()
+        for f in real_files:
+            shutil.copy(f, Path(tmp) / "data" / f.name)
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            files = [f"data/{f.name}" for f in real_files]
+            rows = {}
+            for name, ctrl in (("pid", PIDController()), ("teacher (pid_ff)", TeacherController()),
+                               ("ppo", PolicyController(policy, env_config_of(ckpt["config"])))):
+                rows[name] = evaluate(ctrl, files, backend=backend, progress=False).summary()
+        finally:
+            os.chdir(cwd)
+    pid = rows["pid"]["total_cost"]
+    return {"rows": rows, "ppo_over_pid": rows["ppo"]["total_cost"] / pid,
+            "ppo_over_teacher": rows["ppo"]["total_cost"] / rows["teacher (pid_ff)"]["total_cost"],
+            "peak_rss_mb": peak_rss_mb(), "checkpoint": str(ckpt_path), "global_step": ckpt["global_step"]}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=None)
@@ -72,45 +104,17 @@ def main(argv=None) -> int:
         ckpt_path = result.best_model or result.final_model
         print(f"training stopped: {result.stopped_because} after {result.global_step} steps, "
               f"{train_wall / 60:.1f} min; best validation cost {result.best_val_cost:.2f}")
-    ckpt = load_checkpoint(ckpt_path)
-    policy = build_policy(ckpt["config"])
-    policy.load_state_dict(ckpt["policy"])
-
-    real = Path(args.real_dir) if args.real_dir else real_dir_default()
-    real_files = sorted(real.glob("0000[0-7].csv"))
-    if len(real_files) != 8:
-        print(f"error: expected the eight real segments 00000.csv..00007.csv in {real}", file=sys.stderr)
-        return 1
-    train_names = {Path(f).name for f in ckpt["files"]["train"]}
-    assert not train_names & {f.name for f in real_files} or is_synthetic_dir(cfg["data"]["path"])
-    backend = make_backend("onnx", cfg["tinyphysics_model"])
-    with tempfile.TemporaryDirectory() as tmp:  # evaluate as data/0000k.csv: the official seeds
-        (Path(tmp) / "data").mkdir()
-        for f in real_files:
-            shutil.copy(f, Path(tmp) / "data" / f.name)
-        cwd = os.getcwd()
-        os.chdir(tmp)
-        try:
-            files = [f"data/{f.name}" for f in real_files]
-            rows = {}
-            for name, ctrl in (("pid", PIDController()), ("teacher (pid_ff)", TeacherController()),
-                               ("ppo", PolicyController(policy, env_config_of(ckpt["config"])))):
-                rows[name] = evaluate(ctrl, files, backend=backend, progress=False).summary()
-        finally:
-            os.chdir(cwd)
-
+    out = score_checkpoint(ckpt_path, Path(args.real_dir) if args.real_dir else real_dir_default(),
+                           cfg["tinyphysics_model"])
+    out["train_wall_s"] = train_wall
+    rows, ckpt = out["rows"], load_checkpoint(ckpt_path)
     pid = rows["pid"]["total_cost"]
-    print(f"\nReal segments: {len(files)} (data/00000.csv .. 00007.csv); policy: {ckpt_path}")
+    print(f"\nReal segments: 8 (data/00000.csv .. 00007.csv); policy: {ckpt_path}")
     print(f"{'controller':<18}{'lataccel':>10}{'jerk':>10}{'total':>10}{'/ PID':>8}")
     for name, r in rows.items():
         print(f"{name:<18}{r['lataccel_cost']:>10.3f}{r['jerk_cost']:>10.3f}{r['total_cost']:>10.3f}{r['total_cost'] / pid:>8.3f}")
-    ratio = rows["ppo"]["total_cost"] / pid
-    vs_teacher = rows["ppo"]["total_cost"] / rows["teacher (pid_ff)"]["total_cost"]
-    mem = peak_rss_mb()
-    print(f"\nPPO / PID: {ratio:.3f}   PPO / teacher: {vs_teacher:.3f}   training wall time: "
-          f"{train_wall / 60:.1f} min   transitions: {ckpt['global_step']}   peak memory: {mem:.0f} MB")
-    out = {"rows": rows, "ppo_over_pid": ratio, "ppo_over_teacher": vs_teacher, "train_wall_s": train_wall,
-           "peak_rss_mb": mem, "checkpoint": str(ckpt_path), "global_step": ckpt["global_step"]}
+    print(f"\nPPO / PID: {out['ppo_over_pid']:.3f}   PPO / teacher: {out['ppo_over_teacher']:.3f}   training wall time: "
+          f"{train_wall / 60:.1f} min   transitions: {ckpt['global_step']}   peak memory: {out['peak_rss_mb']:.0f} MB")
     run_dir = Path(cfg["runs_dir"]) / ckpt["config"]["run_name"]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "quality.json").write_text(json.dumps(out, indent=2))

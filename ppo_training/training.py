@@ -176,10 +176,17 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
     env_cfg = env_config_of(cfg)
     n_envs, num_steps = int(cfg["env"]["n_envs"]), int(t_cfg["num_steps"])
 
+    sim_backend = cfg["env"].get("backend", "onnx")
     if cfg["env"]["kind"] == "vector":
+        backend = None
+        if sim_backend == "torch":  # simulator, features and rewards stay on the training device
+            backend = make_backend("torch", cfg["tinyphysics_model"], device=str(device),
+                                   precision=cfg["env"].get("precision", "fp32"),
+                                   compile=bool(cfg["env"].get("compile", False)))
         env = VectorizedLateralControlEnv(split["train"], n_envs, model_path=cfg["tinyphysics_model"], config=env_cfg,
-                                          paired=ppo_cfg.advantage == "paired")
-        val_backend = env.backend
+                                          backend=backend, paired=ppo_cfg.advantage == "paired")
+        # Validation always uses the exact CPU simulator and the numpy actor (official semantics).
+        val_backend = env.backend if sim_backend == "onnx" else make_backend("onnx", cfg["tinyphysics_model"])
     elif cfg["env"]["kind"] == "async":
         if ppo_cfg.advantage == "paired":
             raise ValueError("ppo.advantage 'paired' needs env.kind 'vector'")
@@ -188,6 +195,9 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
         val_backend = make_backend("onnx", cfg["tinyphysics_model"])
     else:
         raise ValueError(f"env.kind must be 'vector' or 'async', got {cfg['env']['kind']!r}")
+    if sim_backend not in ("onnx", "torch") or (sim_backend == "torch" and cfg["env"]["kind"] != "vector"):
+        raise ValueError(f"env.backend must be 'onnx', or 'torch' with env.kind 'vector'; got {sim_backend!r}")
+    device_env = sim_backend == "torch"
 
     policy = build_policy(cfg).to(device)
     agent = PPOAgent(policy, ppo_cfg)
@@ -276,7 +286,7 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                 obs_t = torch.as_tensor(obs, device=device)
                 with torch.no_grad():
                     raw, action, logp, value = policy.act(obs_t)
-                obs, reward, term, trunc, info = env.step(action.cpu().numpy())
+                obs, reward, term, trunc, info = env.step(action if device_env else action.cpu().numpy())
                 done = np.logical_or(term, trunc)
                 buffer.add(obs_t, raw, logp, torch.as_tensor(reward * ppo_cfg.reward_scale, device=device, dtype=torch.float32),
                            torch.as_tensor(done, device=device, dtype=torch.float32), value)

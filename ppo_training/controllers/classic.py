@@ -13,10 +13,10 @@ class ZeroController(BatchedController):
     name = "zero"
 
     def reset(self, batch_size: int) -> None:
-        self._zeros = np.zeros(batch_size)
+        pass
 
     def __call__(self, inputs: ControlInputs) -> np.ndarray:
-        return self._zeros
+        return inputs.target * 0.0 + 0.0  # +0.0: never a negative zero
 
 
 class PIDController(BatchedController):
@@ -32,12 +32,14 @@ class PIDController(BatchedController):
         self.p, self.i, self.d = p, i, d
 
     def reset(self, batch_size: int) -> None:
-        self.error_integral = np.zeros(batch_size)
-        self.prev_error = np.zeros(batch_size)
+        # Scalars until the first call: then arrays of whatever kind the engine uses (numpy, torch).
+        self.error_integral = 0.0
+        self.prev_error = 0.0
 
     def reset_rows(self, rows: np.ndarray) -> None:
-        self.error_integral[rows] = 0.0
-        self.prev_error[rows] = 0.0
+        if not isinstance(self.error_integral, float):
+            self.error_integral[rows] = 0.0
+            self.prev_error[rows] = 0.0
 
     def __call__(self, inputs: ControlInputs) -> np.ndarray:
         error = inputs.target - inputs.current

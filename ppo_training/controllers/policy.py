@@ -12,19 +12,30 @@ from ..sim.engine import ControlInputs
 from .base import BatchedController
 
 
-class TeacherController(BatchedController):
+class _FeatureController(BatchedController):
+    """Keeps a :class:`FeatureState` in the array namespace of the engine it is driven by."""
+
+    def reset(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        self.features: FeatureState | None = None
+
+    def reset_rows(self, rows) -> None:
+        if self.features is not None:
+            self.features.reset_rows(rows)
+
+    def _features(self, inputs: ControlInputs) -> FeatureState:
+        if self.features is None:
+            self.features = FeatureState(self.batch_size, xp=inputs.xp)
+        return self.features
+
+
+class TeacherController(_FeatureController):
     """PID plus feedforward from the plan and the road roll (see ``features.TEACHER``)."""
 
     name = "pid_ff"
 
-    def reset(self, batch_size: int) -> None:
-        self.features = FeatureState(batch_size)
-
-    def reset_rows(self, rows) -> None:
-        self.features.reset_rows(rows)
-
     def __call__(self, inputs: ControlInputs) -> np.ndarray:
-        observe(self.features, inputs)
+        observe(self._features(inputs), inputs)
         out = self.features.teacher
         self.features.record(out)
         return out
@@ -44,7 +55,7 @@ def numpy_policy_from_torch(policy) -> NumpyPolicy:
     return NumpyPolicy(layers, activation, policy.distribution, mean, std, float(policy.obs_norm.clip))
 
 
-class PolicyController(BatchedController):
+class PolicyController(_FeatureController):
     """A trained policy driving the car deterministically, exactly like the training env.
 
     The actor runs in numpy (:class:`NumpyPolicy`), the same code as the exported
@@ -81,18 +92,15 @@ class PolicyController(BatchedController):
         ctrl.name = Path(path).stem
         return ctrl
 
-    def reset(self, batch_size: int) -> None:
-        self.features = FeatureState(batch_size)
-
-    def reset_rows(self, rows) -> None:
-        self.features.reset_rows(rows)
-
     def __call__(self, inputs: ControlInputs) -> np.ndarray:
-        obs = observe(self.features, inputs)
+        features = self._features(inputs)
+        obs = observe(features, inputs)
         if inputs.warmup:
-            out = self.features.teacher
+            out = features.teacher
         else:
-            out = action_to_steer(self.policy.action(obs), self.features.last_action,
-                                  self.cfg.action_mode, self.cfg.max_delta, self.features.teacher)
-        self.features.record(out)
+            # The numpy actor runs on the host (one copy per step with a device backend).
+            a = self.policy.action(inputs._sim.backend.to_numpy(obs))
+            out = action_to_steer(features.xp.asarray(a), features.last_action, self.cfg.action_mode,
+                                  self.cfg.max_delta, features.teacher, xp=features.xp)
+        features.record(out)
         return out

@@ -463,3 +463,21 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def synthetic_segments(n: int, seed: int = 0, rows: int = 600, prefix: str = "synthetic") -> list:
+    """``n`` synthetic segments in memory (no files), as :class:`~ppo_training.data.segments.Segment`.
+
+    Their path strings are ``<prefix>/synth_<k>.csv`` (the seed keys), as if written by
+    :func:`write_dataset` into ``<prefix>``; for benchmarks that need more segments than are
+    worth writing to disk.
+    """
+    from .segments import Segment
+
+    out = []
+    for k in range(n):
+        d = generate_segment(np.random.default_rng([seed, k]), rows)
+        out.append(Segment(path=f"{prefix}/synth_{k:05d}.csv", roll_lataccel=np.sin(d["roll"]) * ACC_G,
+                           v_ego=d["vEgo"], a_ego=d["aEgo"], target_lataccel=d["targetLateralAcceleration"],
+                           steer_command=-d["steerCommand"]))
+    return out

@@ -33,6 +33,11 @@ Observation layout (``OBS_DIM`` float32 values, hand-scaled to roughly unit rang
 
 Plans shorter than 49 rows (near a segment's end) are edge-padded with their last value (the
 current target when empty), which is what the batched engine's padded columns contain.
+
+``xp`` is the array namespace: numpy (the default, and the only one the exported controller
+uses) or an object with the same few functions over torch tensors on a device
+(:class:`ppo_training.sim.backends.TorchArrays`), so training on a GPU computes the very same
+features without leaving the device.
 """
 from __future__ import annotations
 
@@ -54,7 +59,7 @@ V_SCALE = 1.0 / 30.0
 TEACHER = {"p": 0.195, "i": 0.100, "d": -0.053, "k_target": 0.5, "k_roll": -0.7, "ff_steps": 5}
 
 
-def pad_plan(plan: np.ndarray, length: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+def pad_plan(plan, length: np.ndarray, fallback, xp=np):
     """``[B, 49]`` plan rows with everything past ``length`` replaced by the last real value.
 
     Args:
@@ -62,8 +67,8 @@ def pad_plan(plan: np.ndarray, length: np.ndarray, fallback: np.ndarray) -> np.n
         length: int ``[B]`` real entries per row.
         fallback: float64 ``[B]`` value for an empty plan (the current target).
     """
-    plan = np.array(plan, dtype=np.float64)
-    for b in np.flatnonzero(length < plan.shape[1]):
+    plan = xp.copy(xp.asarray(plan, dtype=xp.float64))
+    for b in np.flatnonzero(np.asarray(length) < plan.shape[1]):
         k = int(length[b])
         plan[b, k:] = plan[b, k - 1] if k > 0 else fallback[b]
     return plan
@@ -76,12 +81,13 @@ class FeatureState:
     returns the observation), then :meth:`record` with the action the controller returned.
     """
 
-    def __init__(self, batch_size: int) -> None:
+    def __init__(self, batch_size: int, xp=np) -> None:
         self.batch_size = batch_size
-        self.error_integral = np.zeros(batch_size)
-        self.prev_error = np.zeros(batch_size)
-        self.prev_actions = np.zeros((batch_size, N_PREV_ACTIONS))
-        self.teacher = np.zeros(batch_size)
+        self.xp = xp
+        self.error_integral = xp.zeros(batch_size)
+        self.prev_error = xp.zeros(batch_size)
+        self.prev_actions = xp.zeros((batch_size, N_PREV_ACTIONS))
+        self.teacher = xp.zeros(batch_size)
 
     def reset_rows(self, rows) -> None:
         """Forget the memory of some rows (bool mask or indices): a new episode starts there."""
@@ -90,26 +96,27 @@ class FeatureState:
         self.prev_actions[rows] = 0.0
         self.teacher[rows] = 0.0
 
-    def observe(self, target, current, roll, v_ego, a_ego, plan_target, plan_roll, plan_v) -> np.ndarray:
+    def observe(self, target, current, roll, v_ego, a_ego, plan_target, plan_roll, plan_v):
         """Observation ``[B, OBS_DIM]`` float32 of one control call; advances the error state.
 
         All arguments are float64: ``[B]`` for the scalars, ``[B, 49]`` (padded) for the plan.
         Also sets :attr:`teacher` to the teacher's action for this call.
         """
+        xp = self.xp
         error = target - current
         self.error_integral = self.error_integral + error
         error_diff = error - self.prev_error
         self.prev_error = error
-        ff_target = np.mean(plan_target[:, : TEACHER["ff_steps"]], axis=1)
+        ff_target = xp.mean(plan_target[:, : TEACHER["ff_steps"]], axis=1)
         self.teacher = (
             TEACHER["p"] * error + TEACHER["i"] * self.error_integral + TEACHER["d"] * error_diff
             + TEACHER["k_target"] * ff_target + TEACHER["k_roll"] * roll
         )
-        obs = np.empty((len(target), OBS_DIM), dtype=np.float64)
+        obs = xp.empty((len(target), OBS_DIM), dtype=xp.float64)
         obs[:, 0] = target * LAT_SCALE
         obs[:, 1] = current * LAT_SCALE
         obs[:, 2] = error * LAT_SCALE
-        obs[:, 3] = np.clip(self.error_integral * 0.05, -5.0, 5.0)
+        obs[:, 3] = xp.clip(self.error_integral * 0.05, -5.0, 5.0)
         obs[:, 4] = roll * LAT_SCALE
         obs[:, 5] = v_ego * V_SCALE
         obs[:, 6] = a_ego * 0.5
@@ -117,34 +124,36 @@ class FeatureState:
         k = 7 + N_PREV_ACTIONS
         obs[:, k : k + len(PLAN_HORIZONS)] = plan_target[:, PLAN_HORIZONS - 1] * LAT_SCALE
         k += len(PLAN_HORIZONS)
-        obs[:, k] = np.mean(plan_target, axis=1) * LAT_SCALE
-        obs[:, k + 1] = np.std(plan_target, axis=1) * LAT_SCALE
-        obs[:, k + 2] = np.mean(plan_roll, axis=1) * LAT_SCALE
-        obs[:, k + 3] = np.mean(plan_v, axis=1) * V_SCALE - v_ego * V_SCALE
+        obs[:, k] = xp.mean(plan_target, axis=1) * LAT_SCALE
+        obs[:, k + 1] = xp.std(plan_target, axis=1) * LAT_SCALE
+        obs[:, k + 2] = xp.mean(plan_roll, axis=1) * LAT_SCALE
+        obs[:, k + 3] = xp.mean(plan_v, axis=1) * V_SCALE - v_ego * V_SCALE
         obs[:, k + 4] = self.teacher
-        return obs.astype(np.float32)
+        return xp.asarray(obs, dtype=xp.float32)
 
-    def record(self, actions: np.ndarray) -> None:
+    def record(self, actions) -> None:
         """Remember the actions the controller returned (newest last)."""
-        self.prev_actions = np.concatenate([self.prev_actions[:, 1:], np.asarray(actions, dtype=np.float64)[:, None]], axis=1)
+        xp = self.xp
+        newest = xp.asarray(actions, dtype=xp.float64)[:, None]
+        self.prev_actions = xp.concatenate([self.prev_actions[:, 1:], newest], axis=1)
 
     @property
     def last_action(self) -> np.ndarray:
         return self.prev_actions[:, -1]
 
 
-def action_to_steer(a, last_output, action_mode: str, max_delta: float, teacher=None) -> np.ndarray:
+def action_to_steer(a, last_output, action_mode: str, max_delta: float, teacher=None, xp=np):
     """Steer (float64 ``[B]``) of normalised actions ``a`` in [-1, 1] (clipped).
 
     ``delta``: ``clip(last_output + max_delta * a, -2, 2)`` (a bounded change of the previous
     steer); ``residual``: ``clip(teacher + max_delta * a, -2, 2)`` (a bounded correction of this
     call's teacher action); ``absolute``: ``2 * a``.
     """
-    a = np.clip(np.asarray(a, dtype=np.float64).reshape(len(last_output)), -1.0, 1.0)
+    a = xp.clip(xp.asarray(a, dtype=xp.float64).reshape(len(last_output)), -1.0, 1.0)
     if action_mode == "delta":
-        return np.clip(last_output + max_delta * a, -STEER_LIMIT, STEER_LIMIT)
+        return xp.clip(last_output + max_delta * a, -STEER_LIMIT, STEER_LIMIT)
     if action_mode == "residual":
-        return np.clip(teacher + max_delta * a, -STEER_LIMIT, STEER_LIMIT)
+        return xp.clip(teacher + max_delta * a, -STEER_LIMIT, STEER_LIMIT)
     return a * STEER_LIMIT
 
 

@@ -69,21 +69,20 @@ class EnvConfig:
             raise ValueError(f"end_step must be in ({CONTROL_START_IDX}, {COST_END_IDX}], got {self.end_step}")
 
 
-def action_to_steer(a: np.ndarray, features: FeatureState, cfg: EnvConfig) -> np.ndarray:
+def action_to_steer(a, features: FeatureState, cfg: EnvConfig):
     """Steer (float64 ``[B]``) of normalised actions ``a`` in [-1, 1] under ``cfg``."""
-    return features_action_to_steer(a, features.last_action, cfg.action_mode, cfg.max_delta, features.teacher)
+    return features_action_to_steer(a, features.last_action, cfg.action_mode, cfg.max_delta, features.teacher,
+                                    xp=features.xp)
 
 
-def observe(features: FeatureState, inputs: ControlInputs) -> np.ndarray:
-    """Observation of one control call (advances the feature state)."""
-    n = inputs.future_length
-    target = np.asarray(inputs.target)
+def observe(features: FeatureState, inputs: ControlInputs):
+    """Observation of one control call (advances the feature state); arrays of the backend."""
+    n, xp = inputs.future_length, features.xp
     return features.observe(
-        target, np.asarray(inputs.current), np.asarray(inputs.roll_lataccel),
-        np.asarray(inputs.v_ego), np.asarray(inputs.a_ego),
-        pad_plan(inputs.future_lataccel, n, target),
-        pad_plan(inputs.future_roll_lataccel, n, np.asarray(inputs.roll_lataccel)),
-        pad_plan(inputs.future_v_ego, n, np.asarray(inputs.v_ego)),
+        inputs.target, inputs.current, inputs.roll_lataccel, inputs.v_ego, inputs.a_ego,
+        pad_plan(inputs.future_lataccel, n, inputs.target, xp),
+        pad_plan(inputs.future_roll_lataccel, n, inputs.roll_lataccel, xp),
+        pad_plan(inputs.future_v_ego, n, inputs.v_ego, xp),
     )
 
 
@@ -102,7 +101,7 @@ class LockstepEpisodes:
     def start(self, segments: Sequence[Segment]) -> np.ndarray:
         """Begin episodes on ``segments``; fast-forward the warm-up; observation ``[B, OBS_DIM]``."""
         self.sim = BatchedSimulator(self.backend, segments)
-        self.features = FeatureState(len(segments))
+        self.features = FeatureState(len(segments), xp=self.backend.xp)
         inputs = self.sim.reset()
         while inputs.warmup:
             observe(self.features, inputs)
@@ -112,16 +111,19 @@ class LockstepEpisodes:
         self._inputs = inputs
         return observe(self.features, inputs)
 
-    def step(self, a: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, bool]:
-        """Apply normalised actions; returns (next observation or None at the end, rewards, done)."""
+    def step(self, a):
+        """Apply normalised actions; returns (next observation or None at the end, rewards, done).
+
+        Observations and rewards are arrays of the backend (numpy, or torch on its device).
+        """
         sim = self.sim
         i = sim.step_idx
         steer = action_to_steer(a, self.features, self.cfg)
         self.features.record(steer)
-        prev = np.asarray(sim.current, dtype=np.float64)
+        prev = sim.current
         inputs = sim.step(steer)
-        pred = np.asarray(sim.current, dtype=np.float64)
-        target = np.asarray(sim.target[:, i], dtype=np.float64)
+        pred = sim.current
+        target = sim.target[:, i]
         reward = -LAT_WEIGHT * (target - pred) ** 2
         if i > CONTROL_START_IDX:
             reward = reward - JERK_WEIGHT * (pred - prev) ** 2
@@ -191,7 +193,7 @@ class LateralControlEnv(gym.Env):
     def step(self, action):
         if self._done:
             raise RuntimeError("episode is over; call reset()")
-        obs, reward, done = self.core.step(np.asarray(action).reshape(1))
+        obs, reward, done = self.core.step(action)
         info: dict = {}
         if done:
             self._done = True
@@ -267,19 +269,19 @@ class VectorizedLateralControlEnv(VectorEnv):
     def step(self, actions):
         if self.core.sim is None:
             raise RuntimeError("call reset() before step()")
-        obs, reward, done = self.core.step(np.asarray(actions).reshape(self.num_envs))
+        obs, reward, done = self.core.step(actions)
         terminated = np.full(self.num_envs, done)
         truncated = np.zeros(self.num_envs, dtype=bool)
         infos: dict = {}
         if done:
             costs = self.core.costs()
             paths = self.core.sim.paths
-            final_obs = np.zeros((self.num_envs, OBS_DIM), np.float32)
+            final_obs = np.zeros((self.num_envs, OBS_DIM), np.float32)  # not used: episodes end by time
             for k in range(self.num_envs):
                 infos = self._add_info(infos, {"final_obs": final_obs[k], "final_info": _final_info(costs, paths, k)}, k)
             obs, reset_info = self._start()
             infos.update(reset_info)
-        return obs, reward.astype(np.float64), terminated, truncated, infos
+        return obs, reward, terminated, truncated, infos
 
     def close_extras(self, **kwargs) -> None:
         self.core.sim = None

@@ -24,8 +24,14 @@ TEACHER_INDEX = OBS_DIM - 1
 LAST_ACTION_INDEX = 7 + N_PREV_ACTIONS - 1
 
 
+def _host(x) -> np.ndarray:
+    """A numpy copy of a numpy array or a torch tensor (the warm start runs on the host)."""
+    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+
+
 def teacher_action(obs: np.ndarray, action_mode: str, max_delta: float) -> np.ndarray:
     """Normalised teacher action ``[B, 1]`` in [-1, 1] read from observations ``[B, OBS_DIM]``."""
+    obs = _host(obs)
     teacher = obs[:, TEACHER_INDEX].astype(np.float64)
     if action_mode == "delta":
         a = (teacher - obs[:, LAST_ACTION_INDEX]) / max_delta
@@ -50,7 +56,7 @@ def collect_teacher(env, episodes: int, obs: np.ndarray, action_mode: str, max_d
         executed = np.clip(act + noise * rng.standard_normal(act.shape), -1, 1).astype(np.float32) if noise else act
         nxt, reward, term, trunc, _info = env.step(executed)
         done = np.logical_or(term, trunc)
-        o.append(obs), a.append(act), r.append(reward), d.append(done)
+        o.append(_host(obs)), a.append(act), r.append(_host(reward)), d.append(done)
         obs = nxt
         rounds += int(done.all())
     return np.stack(o), np.stack(a), np.stack(r), np.stack(d)

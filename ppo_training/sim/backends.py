@@ -50,6 +50,8 @@ class ModelBackend(ABC):
 
     #: Human-readable name, e.g. ``"onnxruntime-cpu"``.
     name: str = "abstract"
+    #: Array namespace of the controllers' and features' math: numpy, or :class:`TorchArrays`.
+    xp = np
 
     # -- arrays ---------------------------------------------------------------------------------
     def asarray(self, a: np.ndarray) -> Array:
@@ -107,51 +109,100 @@ def sample_from_logits(logits: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
     return np.count_nonzero(cdf <= uniforms[:, None], axis=-1).astype(np.int64)
 
 
+def last_position_graph(model_bytes: bytes) -> bytes:
+    """The ONNX graph with the final LayerNorm and head applied to the last position only.
+
+    Only the last position's logits are ever used; gathering that position before the final
+    LayerNorm skips 19/20 of the head (about a tenth of the model's work).  Every remaining
+    operation sees the same inputs, and the logits are bit-identical to the full graph's (the
+    parity tests compare against a rollout on the unmodified model).  Output: ``[B, 1, 1024]``.
+    """
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load_from_string(model_bytes)
+    graph = model.graph
+    ln_first = [n for n in graph.node if n.output and n.output[0].startswith("/layer_norm_f/")]
+    if not ln_first:
+        raise ValueError("final layer norm not found in the TinyPhysics graph")
+    src = ln_first[0].input[0]
+    graph.initializer.append(numpy_helper.from_array(np.array([CONTEXT_LENGTH - 1], dtype=np.int64),
+                                                     name="last_position_index"))
+    gather = helper.make_node("Gather", [src, "last_position_index"], ["last_position"], axis=1,
+                              name="last_position_gather")
+    for node in graph.node:
+        if node.output and node.output[0].startswith("/layer_norm_f/") and src in node.input:
+            node.input[list(node.input).index(src)] = "last_position"
+    producer = next(i for i, n in enumerate(graph.node) if src in n.output)
+    graph.node.insert(producer + 1, gather)
+    dim = graph.output[0].type.tensor_type.shape.dim[1]
+    dim.ClearField("dim_param")
+    dim.dim_value = 1
+    return model.SerializeToString()
+
+
 class OnnxBackend(ModelBackend):
     """onnxruntime on CPU with numpy arrays; bit-identical to the official harness.
 
     Args:
         model_path: the ONNX file (default ``models/tinyphysics.onnx`` of the project).
-        threads: intra-op threads; the official harness uses 1, a batched run profits from all
-            cores.  Batched and multi-threaded CPU logits equal the batch-1 logits bit for bit.
+        threads: intra-op threads for batched calls (default: all cores).  Batches smaller than
+            ``SMALL_BATCH`` use a single-thread session, which is faster for them.  Batched and
+            multi-threaded CPU logits equal the batch-1 logits bit for bit.
+        last_position_only: run the final LayerNorm and head for the last position only
+            (:func:`last_position_graph`; same logits, less work).
     """
 
     name = "onnxruntime-cpu"
+    SMALL_BATCH = 8
 
-    def __init__(self, model_path: str | Path | None = None, threads: int | None = None) -> None:
+    def __init__(self, model_path: str | Path | None = None, threads: int | None = None,
+                 last_position_only: bool = True) -> None:
+        self.model_path = resolve_model_path(model_path)
+        model_bytes = self.model_path.read_bytes()
+        try:
+            if last_position_only:
+                model_bytes = last_position_graph(model_bytes)
+            threads = threads or os.cpu_count() or 1
+            self.session = self._session(model_bytes, threads)
+            self.small_session = self.session if threads == 1 else self._session(model_bytes, 1)
+        except Exception as exc:  # onnx / onnxruntime raise several private exception types
+            raise ValueError(f"{self.model_path}: not a loadable TinyPhysics ONNX model ({exc})") from None
+
+    @staticmethod
+    def _session(model_bytes: bytes, threads: int):
         import onnxruntime as ort
 
-        self.model_path = resolve_model_path(model_path)
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or os.cpu_count() or 1
+        options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         # Idle onnxruntime threads otherwise spin for a while after each run, starving the
         # policy's torch threads that run between model calls.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            self.session = ort.InferenceSession(
-                self.model_path.read_bytes(), options, ["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises several private exception types
-            raise ValueError(f"{self.model_path}: not a loadable ONNX model ({exc})") from None
+        return ort.InferenceSession(model_bytes, options, ["CPUExecutionProvider"])
 
     def logits(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """float32 ``[B, 20, V]`` logits of all positions (the bare model call)."""
-        return self.session.run(None, {"states": states, "tokens": tokens})[0]
+        """float32 logits ``[B, P, V]`` (P = 1 with ``last_position_only``, else 20)."""
+        session = self.small_session if len(states) < self.SMALL_BATCH else self.session
+        return session.run(None, {"states": states, "tokens": tokens})[0]
 
     def sample(self, states: np.ndarray, tokens: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
         return sample_from_logits(self.logits(states, tokens)[:, -1, :], uniforms)
 
 
 def make_backend(name: str = "onnx", model_path: str | Path | None = None, **kwargs) -> ModelBackend:
-    """Build a backend by name: ``onnx`` (CPU, exact)."""
+    """Build a backend by name: ``onnx`` (onnxruntime CPU, exact) or ``torch`` (any device)."""
     if name in ("onnx", "onnxruntime", "cpu"):
         return OnnxBackend(model_path, **kwargs)
-    raise ValueError(f"unknown simulator backend {name!r}; expected 'onnx'")
+    if name == "torch":
+        return TorchBackend(model_path, **kwargs)
+    raise ValueError(f"unknown simulator backend {name!r}; expected 'onnx' or 'torch'")
 
 
 __all__ = [
+    "PRECISIONS",
+    "TorchBackend",
     "CONTEXT_LENGTH",
     "VOCAB_SIZE",
     "ModelBackend",
@@ -161,3 +212,149 @@ __all__ = [
     "resolve_model_path",
     "sample_from_logits",
 ]
+
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+class TorchArrays:
+    """The few numpy functions the features and controllers use, over torch tensors on a device.
+
+    Signatures follow numpy (``axis``, ``dtype``; ``std`` is the population std like numpy's), so
+    the same code runs with ``xp=numpy`` on the host or ``xp=TorchArrays(device)`` on a GPU.
+    """
+
+    def __init__(self, device) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.float64, self.float32 = torch.float64, torch.float32
+
+    def asarray(self, x, dtype=None):
+        if isinstance(x, self.torch.Tensor):
+            return x.to(device=self.device, dtype=dtype or x.dtype)
+        return self.torch.as_tensor(np.asarray(x), dtype=dtype, device=self.device)
+
+    def zeros(self, shape, dtype=None):
+        return self.torch.zeros(shape, dtype=dtype or self.float64, device=self.device)
+
+    def empty(self, shape, dtype=None):
+        return self.torch.empty(shape, dtype=dtype or self.float64, device=self.device)
+
+    def copy(self, x):
+        return x.clone()
+
+    def mean(self, x, axis):
+        return x.mean(dim=axis)
+
+    def std(self, x, axis):
+        return x.std(dim=axis, correction=0)
+
+    def clip(self, x, lo, hi):
+        return self.torch.clamp(self.asarray(x), lo, hi)
+
+    def concatenate(self, xs, axis=0):
+        return self.torch.cat(list(xs), dim=axis)
+
+
+
+class TorchBackend(ModelBackend):
+    """The model rebuilt in torch, arrays as torch tensors on ``device`` (CPU or GPU).
+
+    Sampling reproduces the official random stream: the engine draws each segment's uniforms from
+    its own ``RandomState`` at reset and moves them to the device once; the softmax is float32,
+    the cumulative distribution float64 and tokens decode with the float64 bins.  In ``fp32`` the
+    logits differ from onnxruntime only by float rounding (relative error ~1e-6), so a token
+    differs only when a uniform falls within that rounding of a bin boundary.
+
+    Args:
+        model_path: the ONNX file whose initializers are loaded.
+        device: ``"cpu"``, ``"cuda"``, ... (default: cuda when available).
+        precision: ``fp32`` (exact matmuls), ``tf32`` (TensorFloat-32 matmuls on Ampere+ GPUs) or
+            ``bf16`` (bfloat16 weights and activations; logits returned in float32).
+        compile: wrap the model in ``torch.compile`` (``reduce-overhead`` mode, which uses CUDA
+            graphs on a GPU); falls back to eager execution with a warning when compilation
+            is unavailable or fails.
+    """
+
+    name = "torch"
+
+    def __init__(self, model_path: str | Path | None = None, device: str | None = None,
+                 precision: str = "fp32", compile: bool = False) -> None:
+        import torch
+
+        from .torch_model import TinyPhysicsTorch
+
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        self.torch = torch
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.precision = precision
+        self.model_path = resolve_model_path(model_path)
+        model = TinyPhysicsTorch(self.model_path)
+        if precision == "bf16":
+            model = model.to(torch.bfloat16)
+        self.model = model.to(self.device).eval()
+        self._forward = self.model
+        self.compiled = False
+        if compile:
+            try:
+                self._forward = torch.compile(self.model, mode="reduce-overhead", dynamic=False)
+                self.compiled = True
+            except Exception as exc:  # no compiler toolchain, unsupported platform, ...
+                import warnings
+
+                warnings.warn(f"torch.compile unavailable ({exc}); the simulator model runs eagerly")
+        self.bins = torch.as_tensor(tokenizer.BINS, device=self.device)
+        self.name = f"torch-{self.device.type}-{precision}"
+        self.xp = TorchArrays(self.device)
+
+    def _dtype(self, name: str):
+        return {"float64": self.torch.float64, "float32": self.torch.float32, "int64": self.torch.int64}[name]
+
+    def asarray(self, a):
+        return self.torch.as_tensor(np.asarray(a), device=self.device)
+
+    def to_numpy(self, a) -> np.ndarray:
+        return a.detach().cpu().numpy() if isinstance(a, self.torch.Tensor) else np.asarray(a)
+
+    def zeros(self, shape, dtype):
+        return self.torch.zeros(shape, dtype=self._dtype(dtype), device=self.device)
+
+    def clip(self, x, lo, hi):
+        x = x if isinstance(x, self.torch.Tensor) else self.torch.as_tensor(np.asarray(x), device=self.device)
+        return self.torch.clamp(x, lo, hi)
+
+    def encode(self, lataccel):
+        # np.digitize(x, bins, right=True) == torch.bucketize(x, bins, right=False)
+        return self.torch.bucketize(self.torch.clamp(lataccel, -5.0, 5.0), self.bins, right=False)
+
+    def decode(self, tokens):
+        return self.bins[tokens]
+
+    def logits(self, states, tokens):
+        """float32 ``[B, V]`` last-position logits."""
+        torch = self.torch
+        tf32 = self.precision == "tf32"
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
+        with torch.no_grad():
+            if self.compiled:
+                try:
+                    return self._forward(states, tokens)
+                except Exception as exc:  # compilation happens at the first call
+                    import warnings
+
+                    warnings.warn(f"torch.compile failed ({type(exc).__name__}: {exc}); running eagerly")
+                    self.compiled, self._forward = False, self.model
+            return self.model(states, tokens)
+
+    def sample(self, states, tokens, uniforms):
+        torch = self.torch
+        x = self.logits(states, tokens) / TEMPERATURE
+        probs = torch.softmax(x, dim=-1)
+        cdf = torch.cumsum(probs.double(), dim=-1)
+        cdf = cdf / cdf[:, -1:]
+        return (cdf <= uniforms[:, None]).sum(dim=-1)

@@ -96,6 +96,11 @@ class ControlInputs:
     def batch_size(self) -> int:
         return self._sim.batch_size
 
+    @property
+    def xp(self):
+        """Array namespace of these inputs (numpy, or the torch backend's)."""
+        return self._sim.backend.xp
+
 
 @dataclass
 class RolloutResult:

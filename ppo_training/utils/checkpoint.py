@@ -1,4 +1,8 @@
-"""Atomic checkpoint files and their discovery."""
+"""Atomic checkpoint files and their discovery.
+
+torch is imported where a checkpoint is read or written, so that importing
+:class:`CheckpointError` (the CLI does) stays cheap.
+"""
 from __future__ import annotations
 
 import os
@@ -6,8 +10,6 @@ import re
 import tempfile
 from pathlib import Path
 from typing import Any
-
-import torch
 
 CHECKPOINT_RE = re.compile(r"checkpoint_(\d+)\.pt$")
 FORMAT = "ppo_training.checkpoint/1"
@@ -19,6 +21,8 @@ class CheckpointError(ValueError):
 
 def save_atomic(obj: Any, path: str | Path) -> Path:
     """``torch.save`` to a temp file in the same folder, fsync, then rename over ``path``."""
+    import torch
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -36,6 +40,8 @@ def save_atomic(obj: Any, path: str | Path) -> Path:
 
 def load_checkpoint(path: str | Path) -> dict:
     """Load a checkpoint written by the trainer, with clear errors for anything else."""
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")

@@ -2,7 +2,7 @@
 
     dash = TrainingDashboard()
     dash.show()                                   # widgets: status line, stop button, live figure
-    result = train(cfg, callbacks=[dash.callback], should_stop=dash.should_stop)
+    result = dash.train(cfg)                      # training.train with the dashboard's callbacks
     dash.finish(result)                           # static figure in the notebook + PNGs in the run
 
 In JupyterLab the figure is redrawn after every update and the stop button ends the run cleanly
@@ -38,6 +38,7 @@ class TrainingDashboard:
         self._stop = False
         self._last_draw = 0.0
         self._widgets = None
+        self._poll = None
 
     # -- widgets -------------------------------------------------------------------------------------
     def show(self) -> None:
@@ -61,15 +62,35 @@ class TrainingDashboard:
 
     def should_stop(self) -> bool:
         """Polled by the trainer between updates; first lets the front end deliver button clicks."""
+        if self._poll is not None:
+            self._poll(20)
+        return self._stop
+
+    def train(self, cfg: dict, resume: str | None = None):
+        """Run :func:`ppo_training.training.train` with this dashboard attached.
+
+        While a notebook cell runs, the kernel handles no widget messages; here the UI events that
+        arrive meanwhile (the stop button) are processed between updates, and cells queued after
+        this one wait until it finishes.
+        """
+        from .training import train
+
+        self._poll = None
+        context = None
         if self._widgets:
             try:
                 from jupyter_ui_poll import ui_events
 
-                with ui_events() as poll:
-                    poll(20)
-            except Exception:  # outside a kernel, or an older ipykernel: clicks wait for the cell
-                pass
-        return self._stop
+                context = ui_events()
+                self._poll = context.__enter__()
+            except Exception:  # not in a kernel: the button then only works between cells
+                context, self._poll = None, None
+        try:
+            return train(cfg, resume=resume, callbacks=[self.callback], should_stop=self.should_stop)
+        finally:
+            if context is not None:
+                context.__exit__(None, None, None)
+            self._poll = None
 
     # -- trainer callbacks -----------------------------------------------------------------------------
     def callback(self, event: str, payload: dict) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from ppo_training.constants import CONTROL_START_IDX  # noqa: E402
 from ppo_training.controllers import PIDController  # noqa: E402
-from ppo_training.data.segments import list_segment_files, load_segments  # noqa: E402
+from ppo_training.data.segments import load_segments  # noqa: E402
 from ppo_training.data.synth import synthetic_segments  # noqa: E402
 from ppo_training.sim.backends import PRECISIONS, OnnxBackend, TorchBackend  # noqa: E402
 from ppo_training.sim.engine import BatchedSimulator  # noqa: E402

@@ -28,7 +28,6 @@ from ppo_training.data.stats import QUANTITIES, segment_values, summary  # noqa:
 from ppo_training.data.segments import (  # noqa: E402
     is_synthetic_dir,
     list_segment_files,
-    load_segments,
 )
 
 DEFAULT_REAL = "/work/shared/tinyphysics/data"

@@ -13,7 +13,6 @@ import html
 import io
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .evaluation import COST_COLUMNS

@@ -123,11 +123,6 @@ class TrainResult:
     stopped_because: str = "done"
 
 
-def _rng_states(env) -> list | None:
-    rngs = getattr(env, "_rngs", None)
-    return [r.bit_generator.state for r in rngs] if rngs else None
-
-
 # -- the run ---------------------------------------------------------------------------------------------
 def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | None = None,
           should_stop: Callable[[], bool] | None = None) -> TrainResult:

@@ -108,7 +108,6 @@ class LockstepEpisodes:
             # The harness discards warm-up outputs; the teacher's stands in as "our" output.
             self.features.record(self.features.teacher)
             inputs = self.sim.step(self.features.teacher)
-        self._inputs = inputs
         return observe(self.features, inputs)
 
     def step(self, a):
@@ -130,7 +129,6 @@ class LockstepEpisodes:
         done = sim.step_idx >= self.cfg.end_step
         if done:
             return None, reward, True
-        self._inputs = inputs
         return observe(self.features, inputs), reward, False
 
     def costs(self) -> dict[str, np.ndarray]:

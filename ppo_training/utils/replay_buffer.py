@@ -22,7 +22,6 @@ class RolloutBuffer:
     def __init__(self, num_steps: int, num_envs: int, obs_dim: int, device: torch.device | str = "cpu") -> None:
         self.num_steps, self.num_envs = num_steps, num_envs
         z = lambda *s: torch.zeros((num_steps, num_envs, *s), device=device)  # noqa: E731
-        # returns is filled in place by both estimators
         self.obs, self.raw = z(obs_dim), z(1)
         self.logprobs, self.rewards, self.dones, self.values = z(), z(), z(), z()
         self.advantages, self.returns = z(), z()

@@ -31,7 +31,7 @@ from .data.segments import file_identity, is_synthetic_dir, list_segment_files, 
 from .environment.features import OBS_DIM
 from .environment.lateral_env import EnvConfig, VectorizedLateralControlEnv, make_async_env
 from .evaluation import evaluate
-from .policy.actor_critic import ActorCritic
+from .policy.factory import build_policy  # also re-exported: callers import it from here
 from .policy.ppo_agent import PPOAgent, PPOConfig
 from .sim.backends import make_backend
 from .utils.checkpoint import FORMAT, latest_checkpoint, load_checkpoint, save_atomic
@@ -87,13 +87,6 @@ def resolve_device(name: str) -> torch.device:
 
 def env_config_of(cfg: dict) -> EnvConfig:
     return EnvConfig(action_mode=cfg["env"]["action_mode"], max_delta=float(cfg["env"]["max_delta"]))
-
-
-def build_policy(cfg: dict, obs_dim: int = OBS_DIM) -> ActorCritic:
-    p = cfg["policy"]
-    return ActorCritic(obs_dim, hidden=tuple(p["hidden"]), distribution=p["distribution"],
-                       activation=p["activation"], init_log_std=float(p.get("init_log_std", -1.0)),
-                       normalize_obs=bool(p.get("normalize_obs", True)))
 
 
 def data_split(cfg: dict) -> dict[str, list[str]]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import BatchedController
+from ..sim.control import BatchedController
 from .classic import PIDController, ZeroController
 from .official import OfficialControllerAdapter, find_official_controller, load_official_controller
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sim.engine import ControlInputs
-from .base import BatchedController
+from ..sim.control import BatchedController, ControlInputs
 
 
 class ZeroController(BatchedController):

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..sim.engine import ControlInputs
-from .base import BatchedController
+from ..sim.control import BatchedController, ControlInputs
 
 State = namedtuple("State", ["roll_lataccel", "v_ego", "a_ego"])
 FuturePlan = namedtuple("FuturePlan", ["lataccel", "roll_lataccel", "v_ego", "a_ego"])

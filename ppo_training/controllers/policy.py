@@ -8,8 +8,7 @@ import numpy as np
 from ..environment.features import FeatureState, action_to_steer
 from ..environment.lateral_env import EnvConfig, observe
 from ..policy.numpy_policy import NumpyPolicy
-from ..sim.engine import ControlInputs
-from .base import BatchedController
+from ..sim.control import BatchedController, ControlInputs
 
 
 class _FeatureController(BatchedController):
@@ -77,7 +76,7 @@ class PolicyController(_FeatureController):
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> "PolicyController":
         """Load a trainer checkpoint (clear :class:`CheckpointError` for anything else)."""
-        from ..training import build_policy
+        from ..policy.factory import build_policy
         from ..utils.checkpoint import CheckpointError, load_checkpoint
 
         ckpt = load_checkpoint(path)

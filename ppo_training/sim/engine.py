@@ -24,82 +24,15 @@ Exactness and speed:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from ..constants import (
-    CONTEXT_LENGTH,
-    CONTROL_START_IDX,
-    COST_END_IDX,
-    FUTURE_PLAN_STEPS,
-    MAX_ACC_DELTA,
-    STEER_RANGE,
-)
+from ..constants import CONTEXT_LENGTH, CONTROL_START_IDX, COST_END_IDX, MAX_ACC_DELTA, STEER_RANGE
 from ..data.segments import Segment
 from .backends import Array, ModelBackend
+from .control import PLAN, BatchedController, ControlInputs
 from .costs import compute_costs
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..controllers.base import BatchedController
-
-PLAN = FUTURE_PLAN_STEPS - 1  # the plan at step i holds rows i+1 .. i+49
-
-
-class ControlInputs:
-    """What a controller sees at one step, for the whole batch (backend arrays, ``[B]`` each).
-
-    Attributes:
-        step: step index ``i`` (20 .. T-1).
-        warmup: True before step 100, where the action is replaced by the logged steer.
-        target: target lateral acceleration at step i, m/s^2.
-        current: current (simulated) lateral acceleration before step i's update, m/s^2.
-        roll_lataccel, v_ego, a_ego: the state at step i.
-        future_*: ``[B, 49]`` plan rows i+1 .. i+49, edge-padded past a segment's end;
-            ``future_length[b]`` of them are real.
-    """
-
-    __slots__ = ("_sim", "step", "warmup", "target", "current", "roll_lataccel", "v_ego", "a_ego")
-
-    def __init__(self, sim: "BatchedSimulator", step: int) -> None:
-        self._sim = sim
-        self.step = step
-        self.warmup = step < CONTROL_START_IDX
-        self.target = sim.target[:, step]
-        self.current = sim.current
-        self.roll_lataccel = sim.roll_lataccel[:, step]
-        self.v_ego = sim.v_ego[:, step]
-        self.a_ego = sim.a_ego[:, step]
-
-    @property
-    def future_lataccel(self) -> Array:
-        return self._sim.target[:, self.step + 1 : self.step + 1 + PLAN]
-
-    @property
-    def future_roll_lataccel(self) -> Array:
-        return self._sim.roll_lataccel[:, self.step + 1 : self.step + 1 + PLAN]
-
-    @property
-    def future_v_ego(self) -> Array:
-        return self._sim.v_ego[:, self.step + 1 : self.step + 1 + PLAN]
-
-    @property
-    def future_a_ego(self) -> Array:
-        return self._sim.a_ego[:, self.step + 1 : self.step + 1 + PLAN]
-
-    @property
-    def future_length(self) -> np.ndarray:
-        """int ``[B]`` number of real plan rows (49 except near a segment's end)."""
-        return np.clip(self._sim.lengths - 1 - self.step, 0, PLAN)
-
-    @property
-    def batch_size(self) -> int:
-        return self._sim.batch_size
-
-    @property
-    def xp(self):
-        """Array namespace of these inputs (numpy, or the torch backend's)."""
-        return self._sim.backend.xp
 
 
 @dataclass
@@ -223,7 +156,7 @@ class BatchedSimulator:
     # -- whole runs -----------------------------------------------------------------------------------
     def rollout(
         self,
-        controller: "BatchedController",
+        controller: BatchedController,
         progress: Callable[[int], None] | None = None,
         keep_histories: bool = False,
     ) -> RolloutResult:

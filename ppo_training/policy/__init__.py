@@ -1,0 +1,1 @@
+"""Policies: the torch actor-critic, PPO, behaviour cloning, the numpy actor, and their construction."""

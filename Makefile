@@ -11,10 +11,12 @@ SYNTH  := data/synthetic/synthetic_manifest.json
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+# The pinned requirements, then this project as an editable package (console scripts ppo-*).
+$(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
 assets: setup

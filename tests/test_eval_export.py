@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import eval as eval_cli
 from ppo_training import PROJECT_ROOT
+from ppo_training.cli import evaluate as eval_cli
 from ppo_training.controllers import OfficialControllerAdapter
 from ppo_training.controllers.policy import PolicyController
 from ppo_training.data import list_segment_files

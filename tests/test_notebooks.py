@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 import yaml
 
 from ppo_training import PROJECT_ROOT
 from ppo_training.training import load_config, train
+from ppo_training.utils.checkpoint import load_checkpoint
 
 NOTEBOOKS = sorted((PROJECT_ROOT / "notebooks").glob("*.ipynb"))
 TIMING_STATS = ("charts__env_steps_per_second",)
@@ -35,8 +35,7 @@ def test_three_notebooks_committed_without_outputs():
 
 @pytest.fixture()
 def nb_env(in_data_dir, model_path, monkeypatch):
-    """A folder with data/ and a tiny training config; kernels import the project from PYTHONPATH."""
-    monkeypatch.setenv("PYTHONPATH", str(PROJECT_ROOT))
+    """A folder with data/ and a tiny training config; kernels import the installed package."""
     monkeypatch.setenv("MPLBACKEND", "Agg")
     cfg = load_config(None, {
         "data.path": "data", "data.reserve_first": 0, "data.val_fraction": 0.0, "data.test_fraction": 0.0,
@@ -152,7 +151,7 @@ def test_dashboard_live_in_jupyterlab(nb_env, tmp_path):
                 "document.querySelectorAll('.jp-OutputArea-output img').length >= 3", timeout=180_000)
             browser.close()
         assert shot.stat().st_size > 20_000
-        final = torch.load(root / "runs" / "live" / "checkpoints" / "final_model.pt", weights_only=False)
+        final = load_checkpoint(root / "runs" / "live" / "checkpoints" / "final_model.pt")
         assert final["global_step"] < 16000  # stopped before the configured length
     finally:
         server.terminate()

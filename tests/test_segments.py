@@ -1,7 +1,6 @@
 """Segment loading, file selection and splitting, and the eval.py command line (fast tests)."""
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -9,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_training import PROJECT_ROOT
 from ppo_training.constants import ACC_G
 from ppo_training.data.segments import (
     SegmentError,
@@ -275,10 +273,9 @@ def test_split_bad_fractions(val, test):
 # -- eval.py command line ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def eval_cli():
-    spec = importlib.util.spec_from_file_location("eval_cli", PROJECT_ROOT / "eval.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from ppo_training.cli import evaluate
+
+    return evaluate
 
 
 def test_eval_cli_writes_results(in_data_dir, model_path, eval_cli, capsys):

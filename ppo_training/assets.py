@@ -219,10 +219,10 @@ class _HashingWriter:
 
 
 def _progress_bar(progress: bool, **kwargs):
-    """A tqdm bar (disabled when ``progress`` is False); imported lazily to keep import cheap."""
-    from tqdm.auto import tqdm
+    """A progress reporter (``utils.progress``: a bar in a terminal, plain lines in a log)."""
+    from .utils.progress import progress as make_progress
 
-    return tqdm(disable=not progress, dynamic_ncols=True, **kwargs)
+    return make_progress(disable=not progress, **kwargs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -616,7 +616,7 @@ def fetch(
         dest: project folder receiving ``models/`` and ``data/`` (default: the checkout root).
         want_model: install ``models/tinyphysics.onnx`` (md5-checked).
         want_data: install the segment CSVs under ``data/``.
-        progress: show tqdm progress bars (on stderr).
+        progress: report progress on stderr (bars in a terminal, plain lines in a log).
         force: re-copy / re-download even what is already present.
 
     Returns:

@@ -13,6 +13,7 @@ from .controllers import BatchedController, make_controller
 from .data.segments import file_identity, load_segments
 from .sim.backends import ModelBackend, make_backend
 from .sim.engine import BatchedSimulator
+from .utils.progress import progress as progress_bar
 
 COST_COLUMNS = ("lataccel_cost", "jerk_cost", "total_cost")
 
@@ -56,7 +57,7 @@ def evaluate(
         batch_size: segments per model call; results do not depend on it.
         full: simulate every row (for plots) instead of stopping at the cost window's end.
         keep_histories: keep target / current / action histories per segment.
-        progress: show a progress bar (env-steps).
+        progress: report progress in env-steps (a bar, or plain lines in logs: ``utils.progress``).
     """
     files = [str(f) for f in files]
     if not files:
@@ -65,11 +66,9 @@ def evaluate(
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
         steps = (COST_END_IDX - CONTEXT_LENGTH) if not full else None
-        bar = tqdm(total=len(files) * steps if steps else None, unit="env-step", unit_scale=True,
-                   desc=desc or f"eval {getattr(controller, 'name', 'controller')}", dynamic_ncols=True)
+        label = desc or f"eval {getattr(controller, 'name', 'controller')}"
+        bar = progress_bar(len(files) * steps if steps else None, label, unit="env-step", unit_scale=True)
     rows: list[dict] = []
     histories: dict[str, dict[str, np.ndarray]] = {}
     try:

@@ -35,6 +35,7 @@ from .policy.factory import build_policy  # also re-exported: callers import it 
 from .policy.ppo_agent import PPOAgent, PPOConfig
 from .sim.backends import make_backend
 from .utils.checkpoint import FORMAT, latest_checkpoint, load_checkpoint, save_atomic
+from .utils.progress import progress
 from .utils.replay_buffer import RolloutBuffer
 
 DEFAULT_CONFIG = PROJECT_ROOT / "config.yaml"
@@ -137,8 +138,11 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
     if resume:
         run_dir_guess = Path(cfg["runs_dir"]) / (cfg["run_name"] or "")
         path = latest_checkpoint(run_dir_guess / "checkpoints") if resume == "auto" else Path(resume)
-        if path is not None:
+        if path is None:
+            print(f"no checkpoint in {run_dir_guess / 'checkpoints'}: starting a new run", flush=True)
+        else:
             ckpt = load_checkpoint(path)
+            print(f"resuming {path} at step {int(ckpt['global_step'])} (update {int(ckpt['update'])})", flush=True)
             saved = ckpt["config"]
             # The saved config defines the run; only the length of training may be extended.
             saved["train"]["total_timesteps"] = cfg["train"]["total_timesteps"]
@@ -251,10 +255,8 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
     buffer = RolloutBuffer(num_steps, n_envs, OBS_DIM, device)
     bar = None
     if cfg["logging"].get("progress", True):
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n_updates * batch, initial=update0 * batch, unit="step", unit_scale=True,
-                   desc=f"train {cfg['run_name']}", dynamic_ncols=True)
+        bar = progress(n_updates * batch, f"train {cfg['run_name']}", initial=update0 * batch, unit="step",
+                       unit_scale=True, interval_s=cfg["logging"].get("progress_interval_s"))
     t_start, stopped = time.time(), "done"
     update = update0
     try:

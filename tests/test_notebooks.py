@@ -60,8 +60,20 @@ def _images(nb: dict) -> int:
     return sum("image/png" in o.get("data", {}) for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"])
 
 
-def test_notebooks_run_under_papermill_and_match_train_py(nb_env):
+def _stream_text(nb: dict) -> str:
+    return "".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code"
+                   for o in c["outputs"] if o.get("output_type") == "stream")
+
+
+def test_notebooks_run_under_papermill_and_match_train_py(nb_env, monkeypatch):
     root, config = nb_env
+    # Training progress on: under papermill it must come as plain lines, not bar frames.
+    cfg = yaml.safe_load(config.read_text())
+    cfg["logging"]["progress"] = True
+    config.write_text(yaml.safe_dump(cfg))
+    for var in ("PPO_PROGRESS", "JPY_SESSION_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PPO_PROGRESS_INTERVAL", "0.001")
     from ppo_training.data.synth import write_dataset
 
     write_dataset(root / "synthetic", 4, seed=0, progress=False)
@@ -72,6 +84,8 @@ def test_notebooks_run_under_papermill_and_match_train_py(nb_env):
     nb2 = _papermill("02_train_ppo.ipynb", root / "out2.ipynb", root, config_path=str(config), run_name="nb",
                      device="cpu")
     assert _images(nb2) >= 1
+    text = _stream_text(nb2)
+    assert "train nb: 1.60k/1.60k step (100%)" in text and "\r" not in text
     run_nb = root / "runs" / "nb"
     assert (run_nb / "dashboard.png").is_file() and (run_nb / "sample_rollout.png").is_file()
     # the same config through the training entry point gives the same curve

@@ -53,7 +53,7 @@ def test_same_seed_same_curve_and_artifacts(tiny_cfg):
     assert [e.step for e in acc.Scalars("validation/cost_mean")] == [800, 1600, 2400]
 
 
-def test_resume_continues_the_same_curve(tiny_cfg):
+def test_resume_continues_the_same_curve(tiny_cfg, capsys, monkeypatch):
     full = train({**tiny_cfg, "run_name": "full"})
     calls = {"n": 0}
 
@@ -61,11 +61,23 @@ def test_resume_continues_the_same_curve(tiny_cfg):
         calls["n"] += 1
         return calls["n"] > 2
 
-    cut = train({**tiny_cfg, "run_name": "cut"}, should_stop=stop_after_two)
+    # With progress on and stderr not a terminal (as in a log), progress comes as plain lines.
+    monkeypatch.delenv("PPO_PROGRESS", raising=False)
+    monkeypatch.setenv("PPO_PROGRESS_INTERVAL", "0.001")
+    logged = {**tiny_cfg, "run_name": "cut", "logging": {**tiny_cfg["logging"], "progress": True}}
+    capsys.readouterr()
+    cut = train(logged, should_stop=stop_after_two)
     assert cut.stopped_because == "stopped by user" and cut.global_step == 1600
-    resumed = train({**tiny_cfg, "run_name": "cut"}, resume="auto")
+    first = capsys.readouterr()
+    assert "resuming" not in first.out
+    assert "\r" not in first.err and first.err.count("train cut: ") == 2
+    resumed = train(logged, resume="auto")
     assert resumed.global_step == 2400
     assert np.array_equal(_curve(full), _curve(resumed))
+    out = capsys.readouterr()
+    ckpt = resumed.run_dir / "checkpoints" / "checkpoint_1600.pt"
+    assert f"resuming {ckpt} at step 1600 (update 2)" in out.out
+    assert "\r" not in out.err and "train cut: 2.40k/2.40k step (100%)" in out.err
 
 
 def test_resume_rejects_bad_checkpoint(tiny_cfg, tmp_path):

@@ -137,9 +137,9 @@ def load_segments(paths: Iterable[str | Path], progress: bool = False) -> list[S
     """Load many segment files (in the given order), optionally with a progress bar."""
     paths = list(paths)
     if progress and len(paths) > 50:
-        from tqdm.auto import tqdm
+        from ..utils.progress import track
 
-        paths = tqdm(paths, desc="loading segments", unit="file", leave=False)
+        return [load_segment(p) for p in track(paths, desc="loading segments", unit="file", leave=False)]
     return [load_segment(p) for p in paths]
 
 

@@ -413,9 +413,9 @@ def write_dataset(out: str | Path, n: int, seed: int, rows: int = 600, progress:
             p.unlink()
     it = range(n)
     if progress:
-        from tqdm.auto import tqdm
+        from ..utils.progress import track
 
-        it = tqdm(it, desc=f"synthetic segments -> {out}", unit="file")
+        it = track(it, desc=f"synthetic segments -> {out}", unit="file")
     paths = []
     for k in it:
         rng = np.random.default_rng([int(seed), k])

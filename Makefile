@@ -25,13 +25,14 @@ assets: setup
 test: setup assets
 	$(PY) -m pytest -q
 
-# 2,000 generated (synthetic) training segments; the real data set can replace them (config.yaml).
+# 2,000 generated (synthetic) segments, for a config whose data.path is data/synthetic.
 synthetic: $(SYNTH)
 $(SYNTH): | setup
 	$(PY) -m ppo_training.data.synth --n 2000 --out data/synthetic --seed 0
 
-# Main job on defaults: train PPO with config.yaml (runs/<name>/, models/final_model.pt).
-train: setup assets synthetic
+# Main job on defaults: train PPO with config.yaml on the fetched segments
+# (runs/<name>/, models/final_model.pt).  A missing data.path folder is an error naming the fix.
+train: setup assets
 	$(PY) train.py --config config.yaml
 
 # Evaluate the PID baseline on the first 100 segments of data/.

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +210,39 @@ def test_list_missing_or_empty_folder(tmp_path):
         list_segment_files(empty)
 
 
+FETCH = "python -m ppo_training.assets fetch"
+
+
+def test_missing_or_empty_data_names_the_command_that_fills_it(tmp_path, monkeypatch):
+    import ppo_training.data.segments as segments
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(segments, "PROJECT_ROOT", tmp_path)  # as when run from the checkout
+    with pytest.raises(FileNotFoundError) as info:
+        list_segment_files("data")
+    assert str(info.value) == (f"data: no such file or folder of segment CSVs; fetch the segments with "
+                               f"`{FETCH}` (`make assets` in the checkout)")
+    (tmp_path / "data").mkdir()
+    with pytest.raises(FileNotFoundError, match=f"data: folder holds no .csv segment files; .*`{FETCH}`"):
+        list_segment_files("data")
+    with pytest.raises(FileNotFoundError) as info:
+        list_segment_files("data/synthetic")
+    assert "`python -m ppo_training.data.synth --n 2000 --out data/synthetic --seed 0`" in str(info.value)
+    with pytest.raises(FileNotFoundError, match=f"`{FETCH} --dest elsewhere`"):
+        list_segment_files("elsewhere/data")
+
+
+def test_train_without_data_says_how_to_get_it(tmp_path, monkeypatch, capsys):
+    from ppo_training.cli.train import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["--data-path", "data", "--device", "cpu", "--run-name", "no_data"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: data: no such file or folder") and f"`{FETCH} --dest .`" in err
+    assert main(["--data-path", "data/synthetic", "--device", "cpu", "--run-name", "no_data"]) == 1
+    assert "python -m ppo_training.data.synth --n 2000 --out data/synthetic" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("n", [0, -3])
 def test_list_bad_num_segs(tmp_path, n):
     folder = make_folder(tmp_path / "d", ["00000.csv"])
@@ -306,3 +341,20 @@ def test_eval_cli_unknown_controller(in_data_dir, model_path, eval_cli, capsys):
     assert rc == 1
     err = capsys.readouterr().err
     assert "error:" in err and "no_such_controller" in err
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_train_needs_no_data_generation():
+    from ppo_training import PROJECT_ROOT
+
+    def dry_run(target: str) -> str:
+        r = subprocess.run(["make", "-n", "-B", target], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    train = dry_run("train")
+    assert "ppo_training.assets fetch" in train and "train.py --config config.yaml" in train
+    assert "pip install --quiet --no-deps -e ." in train
+    assert "ppo_training.data.synth" not in train
+    assert "ppo_training.data.synth" in dry_run("synthetic")  # still available on its own

@@ -21,6 +21,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from .. import PROJECT_ROOT
 from ..constants import ACC_G, CONTROL_START_IDX, MIN_SEGMENT_ROWS
 
 #: Columns a segment CSV must have (``t`` is informative only).
@@ -157,18 +158,33 @@ def list_segment_files(data_path: str | Path, num_segs: int | None = None) -> li
     if root.is_file():
         return [str(root)]
     if not root.is_dir():
-        raise FileNotFoundError(
-            f"{data_path}: no such file or folder (expected segment CSVs; fetch them with "
-            f"`python -m ppo_training.assets fetch`)"
-        )
+        raise FileNotFoundError(f"{data_path}: no such file or folder of segment CSVs; {fill_command(data_path)}")
     files = sorted(p for p in root.iterdir() if p.suffix == ".csv" and p.is_file())
     if not files:
-        raise FileNotFoundError(f"{data_path}: folder holds no .csv segment files")
+        raise FileNotFoundError(f"{data_path}: folder holds no .csv segment files; {fill_command(data_path)}")
     if num_segs is not None:
         if num_segs < 1:
             raise ValueError(f"num_segs must be at least 1, got {num_segs}")
         files = files[:num_segs]
     return [str(p) for p in files]
+
+
+def fill_command(data_path: str | Path, project_root: str | Path | None = None) -> str:
+    """The one command that fills a missing or empty segment folder, as advice for an error message.
+
+    A folder named like ``*synth*`` (or marked synthetic) is generated; any other folder gets the
+    real segments, which ``assets fetch`` writes to ``<dest>/data`` (dest: the project by default).
+    """
+    p = Path(data_path)
+    if "synth" in p.name.lower() or is_synthetic_dir(p):
+        return f"generate it with `python -m ppo_training.data.synth --n 2000 --out {data_path} --seed 0`"
+    project_root = Path(PROJECT_ROOT if project_root is None else project_root)
+    if p.name == "data":
+        if p.parent.resolve() == project_root.resolve():
+            return "fetch the segments with `python -m ppo_training.assets fetch` (`make assets` in the checkout)"
+        return f"fetch the segments with `python -m ppo_training.assets fetch --dest {p.parent}`"
+    return (f"fetch the segments with `python -m ppo_training.assets fetch` (into {project_root / 'data'}) "
+            f"and point data.path / --data_path there")
 
 
 def _unit_hash(name: str) -> float:

@@ -19,6 +19,12 @@ folder holding ``SYNTHETIC_V0/``), (4) the data zip itself, or (5) a ``.onnx`` m
 
 Every file is written under a hidden temporary name in its final folder and then renamed with
 ``os.replace``, so an interrupted fetch never leaves a partial file at a final name.
+
+When the CSV folder of a local source holds a ``SHA256SUMS`` file (``sha256sum`` format, like the
+shared assets folder), every CSV copied is verified against it before its rename: a mismatch is
+refused and named (the file of that name already in ``data/`` stays as it was), a CSV the list
+does not cover is not copied, and listed files missing from the source are reported.  CSVs already
+in ``data/`` are checked too, and one whose content does not match is copied again.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import contextlib
 import hashlib
 import http.client
 import os
+import re
 import ssl
 import sys
 import tempfile
@@ -283,25 +290,75 @@ class _Entry:
     sha256: str | None = None
 
 
-def _read_checksums(folder: Path) -> dict[str, str]:
-    """``name -> sha256`` from a ``SHA256SUMS`` beside the CSVs (empty when there is none)."""
+# sha256sum writes "HASH  name" (text mode) or "HASH *name" (binary mode).
+_CHECKSUM_LINE = re.compile(r"([0-9a-fA-F]{64}) [ *](.+)")
+
+
+@dataclass
+class _Checksums:
+    """A source's ``SHA256SUMS``: where it is, and ``file name -> sha256`` of its segment CSVs."""
+
+    path: Path
+    sums: dict[str, str]
+
+
+def _read_checksums(folder: Path) -> _Checksums | None:
+    """The ``SHA256SUMS`` beside the CSVs of ``folder``, or None when there is none.
+
+    Raises:
+        AssetError: a line that is not in ``sha256sum`` format (named by its number).
+    """
     f = folder / CHECKSUM_FILE
+    if not f.is_file():
+        return None
     sums: dict[str, str] = {}
-    if f.is_file():
-        for line in f.read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 2:
-                # sha256sum writes "HASH  name" or "HASH *name" (binary mode).
-                sums[Path(parts[1].lstrip("*")).name] = parts[0].lower()
-    return sums
+    for number, line in enumerate(f.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _CHECKSUM_LINE.fullmatch(line.rstrip("\r"))
+        if m is None:
+            raise AssetError(
+                f"{f}: line {number} is not in sha256sum format ('<64 hex digits>  <file name>'): "
+                f"{line[:100]!r}; fix or remove the file"
+            )
+        sums[PurePosixPath(m.group(2)).name] = m.group(1).lower()
+    return _Checksums(f, sums)
 
 
-def _dir_entries(folder: Path) -> list[_Entry]:
-    sums = _read_checksums(folder)
-    return [
+def _dir_entries(folder: Path) -> tuple[list[_Entry], _Checksums | None]:
+    """The segment CSVs of ``folder`` with their expected sha256, and its ``SHA256SUMS`` if any."""
+    checksums = _read_checksums(folder)
+    sums = checksums.sums if checksums else {}
+    entries = [
         _Entry(p.name, p.stat().st_size, (lambda p=p: open(p, "rb")), sums.get(p.name))
         for p in _csv_files(folder)
     ]
+    return entries, checksums
+
+
+def _some_names(names: list[str], limit: int = 8) -> str:
+    """``a.csv, b.csv`` or ``a.csv, ... and 12 more`` for a message."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _listing_problems(folder: Path, entries: list[_Entry], checksums: _Checksums) -> list[str]:
+    """Files a ``SHA256SUMS`` cannot vouch for: present but unlisted, or listed but absent."""
+    problems = []
+    unlisted = [e.name for e in entries if e.sha256 is None]
+    if unlisted:
+        problems.append(
+            f"{len(unlisted)} CSV file(s) in {folder} are not listed in {checksums.path}, so they cannot "
+            f"be verified and were not copied: {_some_names(unlisted)}"
+        )
+    present = {e.name for e in entries}
+    missing = sorted(n for n in checksums.sums if _is_segment_name(n) and n not in present)
+    if missing:
+        problems.append(
+            f"{len(missing)} file(s) listed in {checksums.path} are missing from {folder} (an incomplete "
+            f"copy of the source?): {_some_names(missing)}"
+        )
+    return problems
 
 
 def _zip_member_ok(info: zipfile.ZipInfo) -> bool:
@@ -406,7 +463,12 @@ class FetchReport:
         model: ``"present"`` (valid model already there), ``"copied"``, ``"downloaded"``, or None
             when the model was not requested or could not be installed.
         data_copied: names of the CSV files written by this call.
-        data_kept: number of CSV files already present (same size) that were left alone.
+        data_kept: number of CSV files already present (same size, and the same sha256 when the
+            source lists one) that were left alone.
+        data_replaced: names among ``data_copied`` that replaced a file of the same size whose
+            sha256 did not match the source's ``SHA256SUMS``.
+        data_verified: number of CSV files (copied or kept) whose sha256 was checked.
+        checksum_file: the source's ``SHA256SUMS`` that the data was checked against, if any.
         notes: further remarks (skipped downloads, source without data, ...).
     """
 
@@ -415,6 +477,9 @@ class FetchReport:
     model: str | None = None
     data_copied: list[str] = field(default_factory=list)
     data_kept: int = 0
+    data_replaced: list[str] = field(default_factory=list)
+    data_verified: int = 0
+    checksum_file: Path | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -434,6 +499,11 @@ class FetchReport:
                 f"data:   {len(self.data_copied)} CSV files written, {self.data_kept} already present "
                 f"({data_dir(self.dest)})"
             )
+        if self.checksum_file is not None:
+            out.append(f"sha256: {self.data_verified} CSV files match {self.checksum_file}")
+        if self.data_replaced:
+            out.append(f"note:   replaced {len(self.data_replaced)} file(s) whose content did not match: "
+                       f"{_some_names(self.data_replaced)}")
         out += [f"note:   {n}" for n in self.notes]
         if self.nothing_copied and (self.model == "present" or self.data_kept):
             out.append("everything requested is present and valid; nothing copied")
@@ -501,33 +571,68 @@ def _install_model(src: _Source, dest: Path, force: bool, progress: bool, report
     report.model = "copied"
 
 
+class _ChecksumMismatch(Exception):
+    """Raised inside an atomic write so that the temporary file is deleted; carries the hash."""
+
+
+def _sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def _copy_entries(entries: list[_Entry], target: Path, force: bool, progress: bool,
                   report: FetchReport, desc: str) -> None:
-    """Write the entries not already present (same name and size) into ``target``, atomically."""
-    todo = []
+    """Write the entries not already present into ``target``, atomically, verifying known sha256s.
+
+    A file already in ``target`` with the same name and size is kept, unless the entry has a
+    sha256 and the file does not match it (then it is copied again).  A copy whose sha256 does not
+    match is never renamed to its final name, so the file of that name already in ``target`` (if
+    any) stays as it was; the others are still copied, and the mismatches are raised together.
+
+    Raises:
+        AssetError: naming every file whose content did not match its sha256.
+    """
+    todo, stale = [], set()
     for e in entries:
         existing = target / e.name
         if not force and existing.is_file() and existing.stat().st_size == e.size:
-            report.data_kept += 1
-        else:
-            todo.append(e)
+            if e.sha256 is None or _sha256_of(existing) == e.sha256:
+                report.data_kept += 1
+                report.data_verified += e.sha256 is not None
+                continue
+            stale.add(e.name)
+        todo.append(e)
     if not todo:
         return
+    mismatches = []
     with _progress_bar(progress, total=len(todo), unit="file", desc=desc) as bar:
         for e in todo:
-            with e.open() as src, _atomic_file(target / e.name) as out:
-                h = hashlib.sha256() if e.sha256 else None
-                for chunk in iter(lambda: src.read(_CHUNK), b""):
-                    out.write(chunk)
-                    if h is not None:
-                        h.update(chunk)
-                if h is not None and h.hexdigest() != e.sha256:
-                    raise AssetError(
-                        f"{e.name}: sha256 {h.hexdigest()} does not match the source's "
-                        f"{CHECKSUM_FILE} ({e.sha256}); the source copy is corrupt, nothing written"
-                    )
+            try:
+                with e.open() as src, _atomic_file(target / e.name) as out:
+                    h = hashlib.sha256() if e.sha256 else None
+                    for chunk in iter(lambda: src.read(_CHUNK), b""):
+                        out.write(chunk)
+                        if h is not None:
+                            h.update(chunk)
+                    if h is not None and h.hexdigest() != e.sha256:
+                        raise _ChecksumMismatch(h.hexdigest())
+            except _ChecksumMismatch as exc:
+                mismatches.append(f"{e.name}: sha256 {exc} (expected {e.sha256})")
+                continue
             report.data_copied.append(e.name)
+            report.data_verified += e.sha256 is not None
+            if e.name in stale:
+                report.data_replaced.append(e.name)
             bar.update(1)
+    if mismatches:
+        raise AssetError(
+            f"refused {len(mismatches)} file(s) whose content does not match the source's "
+            f"{CHECKSUM_FILE} (the source copy is corrupt); none of them was written to {target}, and "
+            f"files of those names already there were left as they were:\n  " + "\n  ".join(mismatches)
+        )
 
 
 def _install_data(src: _Source, dest: Path, force: bool, progress: bool, report: FetchReport) -> None:
@@ -576,10 +681,22 @@ def _install_data(src: _Source, dest: Path, force: bool, progress: bool, report:
         where = f"the zip {src.path} has no .csv members"
     elif src.kind == "dir":
         for folder in _data_candidates(src.path):
-            entries = _dir_entries(folder)
-            if entries:
+            entries, checksums = _dir_entries(folder)
+            if not entries:
+                continue
+            problems = []
+            if checksums is not None:
+                # Every file copied is verified: files the list does not cover are not copied.
+                report.checksum_file = checksums.path
+                problems = _listing_problems(folder, entries, checksums)
+                entries = [e for e in entries if e.sha256 is not None]
+            try:
                 _copy_entries(entries, target, force, progress, report, "copying CSVs")
-                return
+            except AssetError as exc:
+                problems.insert(0, str(exc))
+            if problems:
+                raise AssetError("\n".join(problems))
+            return
         where = (
             f"no segment CSVs in {src.path} (looked in "
             f"{', '.join(str(p) for p in _data_candidates(src.path))}); the data is absent there"

@@ -188,18 +188,79 @@ def test_bad_model_at_dest_is_replaced(tmp_path):
     assert report.model == "copied" and assets.md5_of(mp) == assets.MODEL_MD5
 
 
-def test_checksum_file_in_source_is_enforced(tmp_path):
+def source_copy(tmp_path: Path) -> Path:
+    """A writable copy of the shared source folder (data/ with its SHA256SUMS; no model)."""
     src = tmp_path / "src"
     shutil.copytree(SHARED / "data", src / "data")
     (src / "data").chmod(0o755)
-    victim = src / "data" / "00003.csv"
-    victim.chmod(0o644)
-    victim.write_bytes(victim.read_bytes().replace(b"0", b"1", 1))
+    for p in (src / "data").iterdir():
+        p.chmod(0o644)
+    return src
+
+
+def tamper(path: Path) -> None:
+    """Change one byte, keeping the size (a size check alone cannot notice)."""
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"0", b"1", 1))
+
+
+def test_checksum_file_in_source_is_enforced(tmp_path):
+    src = source_copy(tmp_path)
+    assert (src / "data" / assets.CHECKSUM_FILE).is_file()
+    tamper(src / "data" / "00003.csv")
     dest = tmp_path / "proj"
     with pytest.raises(assets.AssetError, match="sha256"):
         assets.fetch(src, dest=dest, want_model=False, progress=False)
     assert not (dest / "data" / "00003.csv").exists()
     assert no_temp_files(dest)
+
+
+def test_every_copied_file_is_verified_and_every_problem_named(tmp_path, capsys):
+    src = source_copy(tmp_path)
+    data = src / "data"
+    tamper(data / "00003.csv")
+    tamper(data / "05001.csv")
+    shutil.copy(data / "00000.csv", data / "99999.csv")  # not in SHA256SUMS: cannot be verified
+    (data / "00005.csv").unlink()  # listed in SHA256SUMS, gone from the source
+    dest = tmp_path / "proj"
+    (dest / "data").mkdir(parents=True)
+    (dest / "data" / "00003.csv").write_text("what was there before\n")
+
+    rc = assets.main(["fetch", "--from", str(src), "--dest", str(dest), "--data-only", "--no-progress"])
+    assert rc == 1
+    out, err = capsys.readouterr()
+    for name in ("00003.csv", "05001.csv", "99999.csv", "00005.csv"):
+        assert name in err, name
+    assert "refused 2 file(s)" in err and "not listed in" in err and "missing from" in err
+    # Nothing refused reached a final name, and what was already there is untouched.
+    assert (dest / "data" / "00003.csv").read_text() == "what was there before\n"
+    assert not (dest / "data" / "05001.csv").exists() and not (dest / "data" / "99999.csv").exists()
+    copied = sorted(set(p.name for p in shared_csvs()) - {"00003.csv", "05001.csv", "00005.csv"})
+    assert csv_names(dest / "data") == sorted(copied + ["00003.csv"])
+    for name in copied:
+        assert (dest / "data" / name).read_bytes() == (SHARED / "data" / name).read_bytes()
+    assert f"{len(copied)} CSV files written" in out
+    assert no_temp_files(dest)
+
+
+def test_present_file_with_other_content_is_copied_again(tmp_path):
+    dest = tmp_path / "proj"
+    first = assets.fetch(SHARED, dest=dest, want_model=False, progress=False)
+    assert first.data_verified == N_SHARED_CSV and first.checksum_file == SHARED / "data" / "SHA256SUMS"
+    victim = dest / "data" / "00002.csv"
+    tamper(victim)
+    report = assets.fetch(SHARED, dest=dest, want_model=False, progress=False)
+    assert report.data_copied == ["00002.csv"] and report.data_replaced == ["00002.csv"]
+    assert report.data_kept == N_SHARED_CSV - 1 and report.data_verified == N_SHARED_CSV
+    assert victim.read_bytes() == (SHARED / "data" / "00002.csv").read_bytes()
+
+
+def test_malformed_checksum_file_is_named(tmp_path):
+    src = source_copy(tmp_path)
+    sums = src / "data" / assets.CHECKSUM_FILE
+    sums.write_text(sums.read_text() + "not a checksum line\n")
+    with pytest.raises(assets.AssetError, match=r"SHA256SUMS: line 154 is not in sha256sum format"):
+        assets.fetch(src, dest=tmp_path / "proj", want_model=False, progress=False)
 
 
 def test_env_var_is_honoured(tmp_path, monkeypatch):

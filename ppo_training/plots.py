@@ -80,6 +80,11 @@ def training_figure(stats: Mapping[str, list], rollout: tuple | None = None, fig
     curve(ax, "episode/cost_mean", "episode cost (stochastic)")
     curve(ax, "episode/cost_median", "episode cost median", alpha=0.6)
     curve(ax, "validation/cost_mean", "validation cost (deterministic)", marker="o")
+    # Reference lines: the teacher the policy was cloned from and PID, on the same validation files.
+    for name, style in (("teacher", dict(color="k", ls="--")), ("pid", dict(color="r", ls=":"))):
+        values = stats.get(f"validation/{name}_cost")
+        if values:
+            ax.axhline(values[-1], lw=1, label=f"{name} (validation) {values[-1]:.2f}", **style)
     ax.set_yscale("log")
     ax.set_title("cost")
     ax.set_xlabel("env steps")

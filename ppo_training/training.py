@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -28,13 +29,14 @@ import yaml
 
 from . import PROJECT_ROOT
 from .data.segments import file_identity, is_synthetic_dir, list_segment_files, split_files
-from .environment.features import OBS_DIM
 from .environment.lateral_env import EnvConfig, VectorizedLateralControlEnv, make_async_env
 from .evaluation import evaluate
+from .policy.exploration import ExplorationNoise
 from .policy.factory import build_policy  # also re-exported: callers import it from here
 from .policy.ppo_agent import PPOAgent, PPOConfig
 from .sim.backends import make_backend
 from .utils.checkpoint import FORMAT, latest_checkpoint, load_checkpoint, save_atomic
+from .utils.normalization import ReturnNormalizer
 from .utils.progress import progress
 from .utils.replay_buffer import RolloutBuffer
 
@@ -87,22 +89,58 @@ def resolve_device(name: str) -> torch.device:
 
 
 def env_config_of(cfg: dict) -> EnvConfig:
-    return EnvConfig(action_mode=cfg["env"]["action_mode"], max_delta=float(cfg["env"]["max_delta"]))
+    return EnvConfig.from_config(cfg)
 
 
 def data_split(cfg: dict) -> dict[str, list[str]]:
+    """``train`` / ``val`` / ``test`` file lists of the configured data (official evaluation files
+    reserved by name), plus ``synthetic`` files mixed into training when ``data.synthetic_ratio``
+    is above 0."""
     d = cfg["data"]
     files = list_segment_files(d["path"])
-    split = split_files(files, reserve_first=int(d["reserve_first"]), val_fraction=float(d["val_fraction"]),
-                        test_fraction=float(d["test_fraction"]))
+    split = split_files(files, reserve_official=bool(d.get("reserve_official", True)),
+                        val_fraction=float(d["val_fraction"]), test_fraction=float(d.get("test_fraction", 0.0)))
     if d.get("max_train_files"):
         split["train"] = split["train"][: int(d["max_train_files"])]
     if not split["train"]:
-        raise ValueError(f"{d['path']}: the split leaves no training files (check data.reserve_first)")
+        raise ValueError(f"{d['path']}: the split leaves no training files (the official evaluation files "
+                         f"00000-04999 never train; training needs files from 05000 on, or synthetic ones)")
     if not split["val"]:
         split["val"] = split["train"][:1]
     split["val"] = split["val"][: int(d["val_segments"])]
+    ratio = float(d.get("synthetic_ratio", 0.0) or 0.0)
+    if not 0.0 <= ratio < 1.0:
+        raise ValueError(f"data.synthetic_ratio must be in [0, 1), got {ratio}")
+    split["synthetic"] = []
+    if ratio > 0:
+        synth = d.get("synthetic_path") or "data/synthetic"
+        if not Path(synth).is_dir() or not is_synthetic_dir(synth):
+            raise FileNotFoundError(f"{synth}: no synthetic segments (data.synthetic_ratio is {ratio}); generate them with "
+                                    f"python -m ppo_training.data.synth --n 2000 --out {synth} --seed 0")
+        split["synthetic"] = list_segment_files(synth)
     return split
+
+
+def training_pool(cfg: dict, split: dict[str, list[str]]) -> tuple[list[str], list[float] | None]:
+    """Files the training env draws from and their draw probabilities (None: uniform).
+
+    With synthetic files, a share ``data.synthetic_ratio`` of the episodes comes from them.
+    """
+    real, synth = split["train"], split.get("synthetic") or []
+    if not synth:
+        return list(real), None
+    ratio = float(cfg["data"]["synthetic_ratio"])
+    weights = [(1.0 - ratio) / len(real)] * len(real) + [ratio / len(synth)] * len(synth)
+    return list(real) + list(synth), weights
+
+
+def reference_costs(files: list[str], backend) -> dict[str, float]:
+    """Mean validation cost of the teacher the policy clones and of PID (reference lines)."""
+    from .controllers import PIDController
+    from .controllers.policy import TeacherController
+
+    return {name: float(evaluate(ctrl, files, backend=backend, progress=False).table["total_cost"].mean())
+            for name, ctrl in (("teacher", TeacherController()), ("pid", PIDController()))}
 
 
 # -- results ---------------------------------------------------------------------------------------------
@@ -115,6 +153,7 @@ class TrainResult:
     global_step: int
     stats: dict[str, list[float]] = field(default_factory=dict)
     stopped_because: str = "done"
+    references: dict[str, float] = field(default_factory=dict)
 
 
 # -- the run ---------------------------------------------------------------------------------------------
@@ -163,9 +202,12 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
         # (measured: 4 ms instead of 0.05 ms per linear layer on 2 cores).
         torch.set_num_threads(1)
     split = ckpt["files"] if ckpt else data_split(cfg)
+    pool_files, pool_weights = training_pool(cfg, split)
     files_abs = {k: [str(Path(f).resolve()) for f in v] for k, v in split.items()}
-    train_ids = [file_identity(f) for f in split["train"]]  # name and size: recognises copies elsewhere
+    # name and size: recognises copies elsewhere
+    train_ids = [file_identity(f) for f in split["train"] + split.get("synthetic", [])]
     env_cfg = env_config_of(cfg)
+    obs_dim = env_cfg.obs_dim
     n_envs, num_steps = int(cfg["env"]["n_envs"]), int(t_cfg["num_steps"])
 
     sim_backend = cfg["env"].get("backend", "onnx")
@@ -175,14 +217,16 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
             backend = make_backend("torch", cfg["tinyphysics_model"], device=str(device),
                                    precision=cfg["env"].get("precision", "fp32"),
                                    compile=bool(cfg["env"].get("compile", False)))
-        env = VectorizedLateralControlEnv(split["train"], n_envs, model_path=cfg["tinyphysics_model"], config=env_cfg,
-                                          backend=backend, paired=ppo_cfg.advantage == "paired")
+        env = VectorizedLateralControlEnv(pool_files, n_envs, model_path=cfg["tinyphysics_model"], config=env_cfg,
+                                          backend=backend, paired=ppo_cfg.advantage == "paired", weights=pool_weights)
         # Validation always uses the exact CPU simulator and the numpy actor (official semantics).
         val_backend = env.backend if sim_backend == "onnx" else make_backend("onnx", cfg["tinyphysics_model"])
     elif cfg["env"]["kind"] == "async":
         if ppo_cfg.advantage == "paired":
             raise ValueError("ppo.advantage 'paired' needs env.kind 'vector'")
-        env = make_async_env(split["train"], n_envs, model_path=cfg["tinyphysics_model"], config=env_cfg,
+        if pool_weights is not None:
+            raise ValueError("data.synthetic_ratio needs env.kind 'vector'")
+        env = make_async_env(pool_files, n_envs, model_path=cfg["tinyphysics_model"], config=env_cfg,
                              start_method=cfg["env"]["start_method"])
         val_backend = make_backend("onnx", cfg["tinyphysics_model"])
     else:
@@ -194,15 +238,30 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
     policy = build_policy(cfg).to(device)
     agent = PPOAgent(policy, ppo_cfg)
     gen = torch.Generator().manual_seed(seed + 1)
+    # Fresh draws from the policy itself unless the noise is shaped (correlated or antithetic).
+    noise = None
+    if ppo_cfg.antithetic and ppo_cfg.advantage != "paired":
+        raise ValueError("ppo.antithetic needs ppo.advantage 'paired' (rows 2k and 2k+1 share a segment)")
+    if policy.distribution == "gsde":  # the held exploration matrix
+        noise = ExplorationNoise("iid", 0.0, n_envs, ppo_cfg.antithetic, device, seed + 5, dim=policy.latent_dim,
+                                 hold=int(ppo_cfg.sde_sample_freq))
+    elif policy.distribution == "squashed_gaussian" and (ppo_cfg.exploration != "iid" or ppo_cfg.antithetic):
+        noise = ExplorationNoise(ppo_cfg.exploration, ppo_cfg.noise_rho, n_envs, ppo_cfg.antithetic, device, seed + 5)
+    return_norm = ReturnNormalizer(n_envs, ppo_cfg.gamma, device) if ppo_cfg.reward_norm else None
+    cpu_threads = torch.get_num_threads() if device.type != "cpu" else (os.cpu_count() or 1)
     batch = n_envs * num_steps
     n_updates = max(1, int(t_cfg["total_timesteps"]) // batch)
     stats: dict[str, list[float]] = {}
+    references: dict[str, float] = {}
     best_val, update0, global_step, bad_vals = float("inf"), 0, 0, 0
     writer = None
     if cfg["logging"].get("tensorboard", True):
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(str(run_dir))
+        # One chart with the policy's validation cost and the teacher's and PID's as reference lines.
+        writer.add_custom_scalars({"validation": {"cost vs teacher and PID": [
+            "Multiline", ["validation/cost_mean", "validation/teacher_cost", "validation/pid_cost"]]}})
 
     def log(name: str, value: float, step: int) -> None:
         stats.setdefault(name, []).append(float(value))
@@ -219,12 +278,22 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
         policy.train()
         return float(res.table["total_cost"].mean())
 
+    def log_validation(val: float, step: int) -> None:
+        log("validation/cost_mean", val, step)
+        for name, cost in references.items():
+            log(f"validation/{name}_cost", cost, step)  # constant: the reference lines of the plots
+        if references.get("teacher"):
+            log("validation/cost_over_teacher", val / references["teacher"], step)
+
     def checkpoint_payload(update: int) -> dict:
         return {
             "format": FORMAT, "policy": policy.state_dict(), "optimizer": agent.optimizer.state_dict(),
-            "config": cfg, "obs_dim": OBS_DIM, "env_config": env_cfg.__dict__, "update": update,
+            "config": cfg, "obs_dim": obs_dim, "env_config": env_cfg.__dict__, "update": update,
             "global_step": global_step, "best_val": best_val, "bad_vals": bad_vals,
             "torch_rng": torch.get_rng_state(), "gen_rng": gen.get_state(),
+            "noise": noise.state() if noise is not None else None,
+            "return_norm": return_norm.state_dict() if return_norm is not None else None,
+            "references": references,
             "env_rng": getattr(env, "_episode_rng_states", None), "files": split, "stats": stats,
             "files_abs": files_abs, "train_ids": train_ids,
             "synthetic_data": is_synthetic_dir(cfg["data"]["path"]), "saved_at": time.time(),
@@ -237,12 +306,19 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
         gen.set_state(ckpt["gen_rng"])
         update0, global_step = int(ckpt["update"]), int(ckpt["global_step"])
         best_val, bad_vals, stats = float(ckpt["best_val"]), int(ckpt["bad_vals"]), ckpt["stats"]
+        references = dict(ckpt.get("references") or {})
+        if noise is not None and ckpt.get("noise"):
+            noise.load_state(ckpt["noise"])
+        if return_norm is not None and ckpt.get("return_norm"):
+            return_norm.load_state_dict(ckpt["return_norm"])
         if ckpt.get("env_rng") and hasattr(env, "restore_episode_rngs"):
             env.restore_episode_rngs(ckpt["env_rng"])
             obs, _ = env.reset()
         else:
             obs, _ = env.reset(seed=seed + 7919 * update0)
     else:
+        if t_cfg.get("reference_costs", True):
+            references = reference_costs(split["val"], val_backend)
         obs, _ = env.reset(seed=seed)
         if cfg["bc"]["enabled"]:
             from .policy.behavior_cloning import behavior_clone
@@ -250,9 +326,18 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
             bc_stats = behavior_clone(policy, env, cfg, device, obs)
             for k, v in bc_stats.items():
                 log(f"bc/{k}", v, 0)
+            if return_norm is not None:
+                return_norm.seed(bc_stats["return_var"], bc_stats["samples"])
             obs, _ = env.reset(seed=seed + 1)
+        if t_cfg.get("validate_at_start", True):
+            # The starting point of the curve: the cloned (or untrained) policy.
+            val0 = validate()
+            log_validation(val0, 0)
+            emit("validation", {"global_step": 0, "val_cost": val0, "policy": policy, "env_config": env_cfg,
+                                "val_files": split["val"], "backend": val_backend, "run_dir": run_dir,
+                                "references": references})
 
-    buffer = RolloutBuffer(num_steps, n_envs, OBS_DIM, device)
+    buffer = RolloutBuffer(num_steps, n_envs, obs_dim, device)
     bar = None
     if cfg["logging"].get("progress", True):
         bar = progress(n_updates * batch, f"train {cfg['run_name']}", initial=update0 * batch, unit="step",
@@ -272,14 +357,21 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
             buffer.reset()
             episode_costs: list[float] = []
             policy.eval()
+            if noise is not None:
+                noise.reset()  # rollouts start with new episodes
             for _t in range(num_steps):
                 obs_t = torch.as_tensor(obs, device=device)
                 with torch.no_grad():
-                    raw, action, logp, value = policy.act(obs_t)
+                    raw, action, logp, value = policy.act(obs_t, noise.sample() if noise is not None else None)
                 obs, reward, term, trunc, info = env.step(action if device_env else action.cpu().numpy())
                 done = np.logical_or(term, trunc)
-                buffer.add(obs_t, raw, logp, torch.as_tensor(reward * ppo_cfg.reward_scale, device=device, dtype=torch.float32),
-                           torch.as_tensor(done, device=device, dtype=torch.float32), value)
+                done_t = torch.as_tensor(done, device=device, dtype=torch.float32)
+                reward_t = torch.as_tensor(reward, device=device)
+                if return_norm is not None:
+                    reward_t = return_norm(reward_t, done_t)
+                else:
+                    reward_t = (reward_t * ppo_cfg.reward_scale).to(torch.float32)
+                buffer.add(obs_t, raw, logp, reward_t, done_t, value)
                 if done.any() and "final_info" in info:
                     fi = info["final_info"]
                     episode_costs.extend(np.asarray(fi["total_cost"])[fi.get("_total_cost", done)].tolist())
@@ -291,13 +383,19 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                 buffer.compute_paired_advantages(ppo_cfg.gamma)
             else:
                 buffer.compute_returns(last_value, ppo_cfg.gamma, ppo_cfg.gae_lambda)
+            if device.type == "cpu":
+                torch.set_num_threads(cpu_threads)  # the simulator is idle during the update
             u_stats = agent.update(buffer, generator=gen)
+            if device.type == "cpu":
+                torch.set_num_threads(1)
             if policy.normalize_obs:
                 policy.obs_norm.update(buffer.obs)
             sps = batch / (time.time() - t0)
             for k, v in u_stats.items():
                 log(f"losses/{k}", v, global_step)
             log("charts/learning_rate", lr, global_step)
+            if hasattr(policy, "log_std"):
+                log("charts/action_std", float(policy.log_std.detach().exp().mean()), global_step)
             log("charts/env_steps_per_second", sps, global_step)
             if episode_costs:
                 c = np.asarray(episode_costs)
@@ -316,10 +414,10 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
             stop_now = False
             if (update + 1) % int(t_cfg["eval_every"]) == 0 or update + 1 == n_updates:
                 val = validate()
-                log("validation/cost_mean", val, global_step)
+                log_validation(val, global_step)
                 emit("validation", {"global_step": global_step, "val_cost": val, "policy": policy,
                                     "env_config": env_cfg, "val_files": split["val"], "backend": val_backend,
-                                    "run_dir": run_dir})
+                                    "run_dir": run_dir, "references": references})
                 if val < best_val:
                     best_val, bad_vals = val, 0
                     save_atomic(checkpoint_payload(update + 1), ckpt_dir / "best.pt")
@@ -352,6 +450,6 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
     env.close()
     best_path = ckpt_dir / "best.pt"
     result = TrainResult(run_dir, final, best_path if best_path.exists() else None, best_val, global_step,
-                         stats, stopped)
+                         stats, stopped, references)
     emit("done", {"result": result})
     return result

@@ -45,6 +45,27 @@ def real_files_src() -> list[Path]:
     pytest.fail("the eight real segments data/00000.csv .. 00007.csv were not found; fetch the assets")
 
 
+@pytest.fixture(scope="session")
+def train_files_src() -> list[Path]:
+    """Four real segments of the training region (05000.csv on): what tests may train on."""
+    for root in _asset_roots():
+        files = sorted((root / "data").glob("05*.csv"))[:4]
+        if len(files) == 4:
+            return files
+    pytest.fail("no training-region segments (data/05000.csv ...) were found; fetch the assets")
+
+
+@pytest.fixture()
+def in_train_dir(tmp_path, train_files_src, monkeypatch) -> Path:
+    """A working directory whose ``data/`` holds four training-region segments."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for f in train_files_src:
+        shutil.copy(f, data / f.name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
 @pytest.fixture()
 def in_data_dir(tmp_path, real_files_src, monkeypatch) -> Path:
     """A working directory holding ``data/`` with the real segments, so paths read ``data/0000k.csv``."""

@@ -31,7 +31,7 @@ def tiny_checkpoint(tmp_path_factory, model_path, real_files_src):
     for f in real_files_src[:2]:
         (data / f.name).write_bytes(f.read_bytes())
     cfg = load_config(None, {
-        "data.path": str(data), "data.reserve_first": 0, "data.val_fraction": 0.0, "data.test_fraction": 0.0,
+        "data.path": str(data), "data.reserve_official": False, "data.val_fraction": 0.0, "data.test_fraction": 0.0,
         "data.val_segments": 1, "env.n_envs": 2, "train.total_timesteps": 1600, "train.eval_every": 1,
         "train.checkpoint_every": 1, "bc.episodes": 1, "bc.epochs": 2, "logging.progress": False,
         "logging.tensorboard": False, "device": "cpu", "runs_dir": str(root / "runs"), "run_name": "tiny",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import socket
 import subprocess
@@ -34,11 +35,14 @@ def test_three_notebooks_committed_without_outputs():
 
 
 @pytest.fixture()
-def nb_env(in_data_dir, model_path, monkeypatch):
-    """A folder with data/ and a tiny training config; kernels import the installed package."""
+def nb_env(in_data_dir, train_files_src, model_path, monkeypatch):
+    """A folder with data/ (the eight evaluation segments, which never train, and four training-region
+    ones) and a tiny training config; kernels import the installed package."""
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    for f in train_files_src:
+        shutil.copy(f, in_data_dir / "data" / f.name)
     cfg = load_config(None, {
-        "data.path": "data", "data.reserve_first": 0, "data.val_fraction": 0.0, "data.test_fraction": 0.0,
+        "data.path": "data", "data.val_fraction": 0.0, "data.test_fraction": 0.0,
         "data.val_segments": 2, "env.n_envs": 2, "train.total_timesteps": 1600, "train.eval_every": 1,
         "train.checkpoint_every": 1, "bc.episodes": 1, "bc.epochs": 2, "logging.progress": False,
         "device": "cpu", "runs_dir": str(in_data_dir / "runs"), "tinyphysics_model": str(model_path),

@@ -16,6 +16,7 @@ from ppo_training.data.segments import (
     list_segment_files,
     load_segment,
     split_files,
+    is_official_eval_file,
 )
 
 HEADER = "t,vEgo,aEgo,roll,targetLateralAcceleration,steerCommand"
@@ -256,11 +257,11 @@ def fake_names(n: int, folder: str = "data") -> list[str]:
 
 
 def test_split_deterministic_disjoint_complete():
-    files = fake_names(3000)
+    files = fake_names(8000)
     shuffled = list(files)
     np.random.default_rng(0).shuffle(shuffled)
-    a = split_files(files, reserve_first=1000, val_fraction=0.1, test_fraction=0.05)
-    b = split_files(shuffled, reserve_first=1000, val_fraction=0.1, test_fraction=0.05)
+    a = split_files(files, val_fraction=0.1, test_fraction=0.05)
+    b = split_files(shuffled, val_fraction=0.1, test_fraction=0.05)
     assert a == b  # independent of input order and of the run
     parts = [set(a[k]) for k in ("train", "val", "test")]
     assert sum(len(p) for p in parts) == len(files)
@@ -269,31 +270,39 @@ def test_split_deterministic_disjoint_complete():
     assert all(len(a[k]) > 0 for k in a)
 
 
-def test_split_reserves_first_sorted_files_for_test():
-    files = fake_names(200)
-    split = split_files(list(reversed(files)), reserve_first=50, val_fraction=0.2)
-    assert set(files[:50]) <= set(split["test"])
-    assert not set(files[:50]) & (set(split["train"]) | set(split["val"]))
-    # the default reserves the official 5,000-file evaluation set
-    default = split_files(fake_names(6000))
-    assert set(fake_names(5000)) <= set(default["test"])
-    assert not set(fake_names(5000)) & set(default["train"])
+def test_split_reserves_the_official_evaluation_files_by_name():
+    # A partial copy: the eight first evaluation files and training-region files from 05000 on.
+    # The positional rule ("the first 5,000 sorted files") would reserve all of them.
+    files = [f"data/{k:05d}.csv" for k in range(8)] + [f"data/{k:05d}.csv" for k in range(5000, 5145)]
+    split = split_files(list(reversed(files)), val_fraction=0.1)
+    assert split["test"] == files[:8]
+    assert len(split["train"]) + len(split["val"]) == 145 and len(split["train"]) > 100
+    assert all(not is_official_eval_file(f) for f in split["train"] + split["val"])
+    assert is_official_eval_file("x/04999.csv") and not is_official_eval_file("x/05000.csv")
+    assert not is_official_eval_file("data/synth_00001.csv")
+    # the full upstream set: exactly 00000-04999 are reserved
+    full = split_files(fake_names(20000), val_fraction=0.05)
+    assert full["test"] == fake_names(5000)
+    assert not set(fake_names(5000)) & (set(full["train"]) | set(full["val"]))
+    # without the reservation (e.g. generated data) every file is split by its name's hash
+    loose = split_files(files, reserve_official=False, val_fraction=0.1)
+    assert set(files[:8]) & set(loose["train"] + loose["val"])
 
 
 def test_split_is_stable_when_files_are_added():
-    small = split_files(fake_names(1000), reserve_first=100, val_fraction=0.1, test_fraction=0.1)
-    big = split_files(fake_names(5000), reserve_first=100, val_fraction=0.1, test_fraction=0.1)
+    small = split_files(fake_names(6000), val_fraction=0.1, test_fraction=0.1)
+    big = split_files(fake_names(9000), val_fraction=0.1, test_fraction=0.1)
     for key in ("train", "val", "test"):
         assert set(small[key]) <= set(big[key]), key
     # the assignment depends on the file name, not the folder it lives in
-    moved = split_files(fake_names(1000, "elsewhere/x"), reserve_first=100, val_fraction=0.1, test_fraction=0.1)
+    moved = split_files(fake_names(6000, "elsewhere/x"), val_fraction=0.1, test_fraction=0.1)
     for key in ("train", "val", "test"):
         assert [Path(f).name for f in moved[key]] == [Path(f).name for f in small[key]]
 
 
 def test_split_fractions_roughly_respected():
     n, val, test = 20_000, 0.05, 0.10
-    split = split_files(fake_names(n), reserve_first=0, val_fraction=val, test_fraction=test)
+    split = split_files(fake_names(n), reserve_official=False, val_fraction=val, test_fraction=test)
     for key, p in (("val", val), ("test", test), ("train", 1 - val - test)):
         sigma = math.sqrt(n * p * (1 - p))
         assert abs(len(split[key]) - n * p) < 5 * sigma, (key, len(split[key]))

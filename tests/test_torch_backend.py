@@ -68,9 +68,10 @@ def test_engine_state_stays_on_the_backend(in_data_dir, torch_fp32):
     assert np.isfinite(res.costs["total_cost"]).all()
 
 
-def test_training_on_the_torch_backend_matches_onnx(in_data_dir, model_path):
+def test_training_on_the_torch_backend_matches_onnx(in_train_dir, model_path):
+    in_data_dir = in_train_dir
     cfg = load_config(None, {
-        "data.path": "data", "data.reserve_first": 0, "data.val_fraction": 0.0, "data.test_fraction": 0.0,
+        "data.path": "data", "data.val_fraction": 0.0, "data.test_fraction": 0.0,
         "data.val_segments": 2, "env.n_envs": 2, "train.total_timesteps": 1600, "train.eval_every": 1,
         "bc.episodes": 1, "bc.epochs": 2, "logging.progress": False, "logging.tensorboard": False,
         "device": "cpu", "runs_dir": str(in_data_dir / "runs"), "tinyphysics_model": str(model_path),

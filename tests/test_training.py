@@ -12,13 +12,13 @@ from ppo_training.utils.replay_buffer import RolloutBuffer
 
 
 @pytest.fixture()
-def tiny_cfg(in_data_dir, model_path):
+def tiny_cfg(in_train_dir, model_path):
     """Two envs, whole-episode rollouts, three updates; data are the segments in ./data."""
     return load_config(None, {
-        "data.path": "data", "data.reserve_first": 0, "data.val_fraction": 0.0, "data.test_fraction": 0.0,
+        "data.path": "data", "data.val_fraction": 0.0, "data.test_fraction": 0.0,
         "data.val_segments": 2, "env.n_envs": 2, "train.total_timesteps": 2400, "train.eval_every": 1,
         "train.checkpoint_every": 1, "train.patience": None, "bc.episodes": 1, "bc.epochs": 2,
-        "logging.progress": False, "device": "cpu", "runs_dir": str(in_data_dir / "runs"),
+        "logging.progress": False, "device": "cpu", "runs_dir": str(in_train_dir / "runs"),
         "tinyphysics_model": str(model_path),
     })
 
@@ -50,7 +50,12 @@ def test_same_seed_same_curve_and_artifacts(tiny_cfg):
                 "losses/explained_variance", "episode/cost_mean", "episode/cost_median", "episode/cost_p90",
                 "validation/cost_mean", "charts/env_steps_per_second"):
         assert tag in tags, tag
-    assert [e.step for e in acc.Scalars("validation/cost_mean")] == [800, 1600, 2400]
+    # the starting (cloned) policy is validated too: the curve's first point
+    assert [e.step for e in acc.Scalars("validation/cost_mean")] == [0, 800, 1600, 2400]
+    # the teacher's and PID's validation costs: reference lines, equal to a direct evaluation
+    assert a.references.keys() == {"teacher", "pid"}
+    for name in ("teacher", "pid"):
+        assert {round(e.value, 4) for e in acc.Scalars(f"validation/{name}_cost")} == {round(a.references[name], 4)}
 
 
 def test_resume_continues_the_same_curve(tiny_cfg, capsys, monkeypatch):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..environment.features import FeatureState, action_to_steer
+from ..environment.features import FeatureState, action_to_steer, model_correction
 from ..environment.lateral_env import EnvConfig, observe
 from ..policy.numpy_policy import NumpyPolicy
 from ..sim.control import BatchedController, ControlInputs
@@ -13,6 +13,9 @@ from ..sim.control import BatchedController, ControlInputs
 
 class _FeatureController(BatchedController):
     """Keeps a :class:`FeatureState` in the array namespace of the engine it is driven by."""
+
+    #: Observation settings of the feature state (a policy's come from its :class:`EnvConfig`).
+    cfg = EnvConfig()
 
     def reset(self, batch_size: int) -> None:
         self.batch_size = batch_size
@@ -24,19 +27,34 @@ class _FeatureController(BatchedController):
 
     def _features(self, inputs: ControlInputs) -> FeatureState:
         if self.features is None:
-            self.features = FeatureState(self.batch_size, xp=inputs.xp)
+            self.features = self.cfg.new_features(self.batch_size, xp=inputs.xp)
         return self.features
 
 
 class TeacherController(_FeatureController):
-    """PID plus feedforward from the plan and the road roll (see ``features.TEACHER``)."""
+    """PID plus feedforward from the plan and the road roll (see ``features.TEACHER``).
+
+    Args:
+        correction: gain of the model correction added to the teacher's steer (0: the plain
+            teacher, which is what training clones; see ``features.model_correction``).
+    """
 
     name = "pid_ff"
 
+    def __init__(self, correction: float = 0.0) -> None:
+        if correction:
+            self.cfg = EnvConfig(action_mode="residual", observation="rich", prediction=True, correction=correction)
+            self.name = f"pid_ff+model{correction:g}"
+        self.correction = correction
+
     def __call__(self, inputs: ControlInputs) -> np.ndarray:
-        observe(self._features(inputs), inputs)
-        out = self.features.teacher
-        self.features.record(out)
+        features = self._features(inputs)
+        observe(features, inputs)
+        out = features.teacher
+        if self.correction and not inputs.warmup:
+            out = action_to_steer(features.xp.zeros(len(out)), features.last_action, "residual", 0.0, out,
+                                  xp=features.xp, offset=model_correction(features, self.correction))
+        features.record(out)
         return out
 
 
@@ -100,6 +118,7 @@ class PolicyController(_FeatureController):
             # The numpy actor runs on the host (one copy per step with a device backend).
             a = self.policy.action(inputs._sim.backend.to_numpy(obs))
             out = action_to_steer(features.xp.asarray(a), features.last_action, self.cfg.action_mode,
-                                  self.cfg.max_delta, features.teacher, xp=features.xp)
+                                  self.cfg.max_delta, features.teacher, xp=features.xp,
+                                  offset=model_correction(features, self.cfg.correction))
         features.record(out)
         return out

@@ -6,6 +6,7 @@ from .segments import (
     load_segments,
     list_segment_files,
     split_files,
+    is_official_eval_file,
     segment_seed,
     is_synthetic_dir,
 )
@@ -17,6 +18,7 @@ __all__ = [
     "load_segments",
     "list_segment_files",
     "split_files",
+    "is_official_eval_file",
     "segment_seed",
     "is_synthetic_dir",
 ]

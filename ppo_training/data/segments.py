@@ -27,7 +27,7 @@ from ..constants import ACC_G, CONTROL_START_IDX, MIN_SEGMENT_ROWS
 #: Columns a segment CSV must have (``t`` is informative only).
 REQUIRED_COLUMNS = ("vEgo", "aEgo", "roll", "targetLateralAcceleration", "steerCommand")
 
-#: The official score is the mean over the first 5,000 files of the sorted data set.
+#: The official score is the mean over the first 5,000 files (``00000.csv`` .. ``04999.csv``).
 OFFICIAL_EVAL_COUNT = 5000
 
 #: A folder holding generated data carries this manifest; everything reading it reports "synthetic".
@@ -192,20 +192,30 @@ def _unit_hash(name: str) -> float:
     return int(hashlib.sha256(name.encode()).hexdigest()[:12], 16) / float(16**12)
 
 
+def is_official_eval_file(path: str | Path) -> bool:
+    """True for a file of the official evaluation set: upstream names ``00000.csv`` .. ``04999.csv``.
+
+    Reserved by name, not by position: a partial copy of the data set sorts differently, but a
+    file keeps its name.
+    """
+    stem = Path(path).stem
+    return stem.isdigit() and int(stem) < OFFICIAL_EVAL_COUNT
+
+
 def split_files(
     files: Sequence[str],
     *,
-    reserve_first: int = OFFICIAL_EVAL_COUNT,
+    reserve_official: bool = True,
     val_fraction: float = 0.05,
     test_fraction: float = 0.0,
 ) -> dict[str, list[str]]:
     """Split a file list deterministically into ``train``, ``val`` and ``test`` lists.
 
-    The first ``reserve_first`` files in sorted order go to ``test``: by default that is the
-    official 5,000-file evaluation set, which training must never see.  The remaining files are
-    assigned by a hash of their file name (not of their position), so a file keeps its split when
-    the data set grows: ``val`` with probability ``val_fraction``, ``test`` with ``test_fraction``,
-    otherwise ``train``.  Use ``reserve_first=0`` with a ``test_fraction`` for synthetic data.
+    With ``reserve_official`` the official evaluation files (:func:`is_official_eval_file`) all go
+    to ``test``: training and validation must never see them.  Every other file is assigned by a
+    hash of its file name (not of its position), so a file keeps its split when the data set
+    grows: ``val`` with probability ``val_fraction``, ``test`` with ``test_fraction``, otherwise
+    ``train``.  Each list is sorted by file name.
     """
     if not 0 <= val_fraction < 1 or not 0 <= test_fraction < 1 or val_fraction + test_fraction >= 1:
         raise ValueError(
@@ -213,8 +223,11 @@ def split_files(
             f"and sum to less than 1"
         )
     ordered = sorted(files, key=lambda f: Path(f).name)
-    split: dict[str, list[str]] = {"train": [], "val": [], "test": list(ordered[:reserve_first])}
-    for f in ordered[reserve_first:]:
+    split: dict[str, list[str]] = {"train": [], "val": [], "test": []}
+    for f in ordered:
+        if reserve_official and is_official_eval_file(f):
+            split["test"].append(f)
+            continue
         u = _unit_hash(Path(f).name)
         key = "val" if u < val_fraction else "test" if u < val_fraction + test_fraction else "train"
         split[key].append(f)

@@ -12,7 +12,9 @@ before step 100.  The feature state sees those calls too; during them the "contr
 recorded as previous action is the teacher's action, so a delta-action policy starts at step 100
 from a sensible steer.
 
-Observation layout (``OBS_DIM`` float32 values, hand-scaled to roughly unit range):
+Two observation kinds (``OBS_KINDS``), float32 values hand-scaled to roughly unit range:
+
+``basic`` (``OBS_DIM`` = 27 values):
 
 ====  ===========================================================
 0     target lateral acceleration / 2            (m/s^2)
@@ -31,6 +33,21 @@ Observation layout (``OBS_DIM`` float32 values, hand-scaled to roughly unit rang
 26    teacher action (steer units)
 ====  ===========================================================
 
+``rich`` (``RICH_DIM`` = 244 values, plus 2 with the model prediction):
+
+=======  ===========================================================
+0-6      as ``basic`` 0-6
+7        teacher action (steer units)
+8-27     the controller's last 20 outputs, oldest first (steer units)
+28-47    the last 20 lateral accelerations it was shown, oldest first, / 2
+48-96    plan target, 49 steps, / 2
+97-145   plan roll, 49 steps, / 2
+146-194  plan v_ego minus v_ego, 49 steps, / 5
+195-243  plan a_ego, 49 steps, / 2
+244-245  (``prediction``) the model's expected next lateral acceleration minus the current
+         one, * 5, and its standard deviation, * 5 (see ``sim/prediction.py``)
+=======  ===========================================================
+
 Plans shorter than 49 rows (near a segment's end) are edge-padded with their last value (the
 current target when empty), which is what the batched engine's padded columns contain.
 
@@ -47,7 +64,10 @@ STEER_LIMIT = 2.0  # the simulator clips steer to [-2, 2]
 PLAN_STEPS = 49
 PLAN_HORIZONS = np.array([1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 40, 49])
 N_PREV_ACTIONS = 3
+HISTORY = 20  # steps of history the simulator's model sees
 OBS_DIM = 10 + len(PLAN_HORIZONS) + 5
+RICH_DIM = 8 + 2 * HISTORY + 4 * PLAN_STEPS
+OBS_KINDS = ("basic", "rich")
 LAT_SCALE = 0.5
 V_SCALE = 1.0 / 30.0
 
@@ -57,6 +77,17 @@ V_SCALE = 1.0 / 30.0
 # on 96 synthetic training segments then chose 0.5 / -0.7 (0.63x PID's cost there, against
 # 0.70x for 0.3 / -0.3 and 0.64x for 0.5 / -0.5).
 TEACHER = {"p": 0.195, "i": 0.100, "d": -0.053, "k_target": 0.5, "k_roll": -0.7, "ff_steps": 5}
+
+
+def obs_dim(kind: str = "basic", prediction: bool = False) -> int:
+    """Observation size of an observation kind (``basic`` has no prediction features)."""
+    if kind not in OBS_KINDS:
+        raise ValueError(f"observation kind must be one of {OBS_KINDS}, got {kind!r}")
+    if kind == "basic":
+        if prediction:
+            raise ValueError("the model prediction features need the 'rich' observation")
+        return OBS_DIM
+    return RICH_DIM + (2 if prediction else 0)
 
 
 def pad_plan(plan, length: np.ndarray, fallback, xp=np):
@@ -78,29 +109,61 @@ class FeatureState:
     """Per-row controller memory and the observation / teacher computations.
 
     Call order per control step, for every row: :meth:`observe` (updates the error integral and
-    returns the observation), then :meth:`record` with the action the controller returned.
+    the histories, returns the observation), then :meth:`record` with the action the controller
+    returned.
+
+    Args:
+        batch_size: rows.
+        xp: array namespace (numpy, or :class:`~ppo_training.sim.backends.TorchArrays`).
+        kind: ``"basic"`` or ``"rich"`` observation (module docstring).
+        prediction: add the model's expected next lateral acceleration (``rich`` only); then
+            :meth:`observe` needs a ``predict`` callable outside the warm-up.
     """
 
-    def __init__(self, batch_size: int, xp=np) -> None:
+    def __init__(self, batch_size: int, xp=np, kind: str = "basic", prediction: bool = False) -> None:
         self.batch_size = batch_size
         self.xp = xp
+        self.kind = kind
+        self.prediction = prediction
+        self.dim = obs_dim(kind, prediction)
         self.error_integral = xp.zeros(batch_size)
         self.prev_error = xp.zeros(batch_size)
-        self.prev_actions = xp.zeros((batch_size, N_PREV_ACTIONS))
+        # Oldest first.  Until 20 calls have been made the early entries are zeros; the harness
+        # calls from step 20 on and control starts at step 100, so they are real by then.
+        self.hist_actions = xp.zeros((batch_size, HISTORY))
+        self.hist_lataccel = xp.zeros((batch_size, HISTORY))
+        self.hist_state = xp.zeros((batch_size, HISTORY, 3))
         self.teacher = xp.zeros(batch_size)
+        self.predicted = xp.zeros(batch_size)  # expected next lateral acceleration (m/s^2)
+        self.predicted_std = xp.zeros(batch_size)
+
+    @property
+    def prev_actions(self):
+        """The last ``N_PREV_ACTIONS`` outputs, oldest first ``[B, 3]``."""
+        return self.hist_actions[:, HISTORY - N_PREV_ACTIONS :]
 
     def reset_rows(self, rows) -> None:
         """Forget the memory of some rows (bool mask or indices): a new episode starts there."""
-        self.error_integral[rows] = 0.0
-        self.prev_error[rows] = 0.0
-        self.prev_actions[rows] = 0.0
-        self.teacher[rows] = 0.0
+        for name in ("error_integral", "prev_error", "hist_actions", "hist_lataccel", "hist_state", "teacher",
+                     "predicted", "predicted_std"):
+            getattr(self, name)[rows] = 0.0
 
-    def observe(self, target, current, roll, v_ego, a_ego, plan_target, plan_roll, plan_v):
-        """Observation ``[B, OBS_DIM]`` float32 of one control call; advances the error state.
+    def prediction_inputs(self):
+        """(actions ``[B, 20]``, states ``[B, 20, 3]``, lataccels ``[B, 20]``) for the model's
+        next step, with the last output repeated as the candidate action (its own effect on the
+        next step is small)."""
+        xp = self.xp
+        actions = xp.concatenate([self.hist_actions[:, 1:], self.hist_actions[:, -1:]], axis=1)
+        return actions, self.hist_state, self.hist_lataccel
+
+    def observe(self, target, current, roll, v_ego, a_ego, plan_target, plan_roll, plan_v, plan_a=None,
+                predict=None):
+        """Observation ``[B, dim]`` float32 of one control call; advances the feature state.
 
         All arguments are float64: ``[B]`` for the scalars, ``[B, 49]`` (padded) for the plan.
-        Also sets :attr:`teacher` to the teacher's action for this call.
+        ``predict(actions, states, lataccels, current) -> (mean, std)`` supplies the model's
+        prediction (``prediction=True``); without it (warm-up, whose outputs are discarded) the
+        prediction features are zero.  Also sets :attr:`teacher` to the teacher's action.
         """
         xp = self.xp
         error = target - current
@@ -112,7 +175,14 @@ class FeatureState:
             TEACHER["p"] * error + TEACHER["i"] * self.error_integral + TEACHER["d"] * error_diff
             + TEACHER["k_target"] * ff_target + TEACHER["k_roll"] * roll
         )
-        obs = xp.empty((len(target), OBS_DIM), dtype=xp.float64)
+        state = xp.concatenate([roll[:, None], v_ego[:, None], a_ego[:, None]], axis=1)
+        self.hist_state = xp.concatenate([self.hist_state[:, 1:], state[:, None, :]], axis=1)
+        self.hist_lataccel = xp.concatenate([self.hist_lataccel[:, 1:], current[:, None]], axis=1)
+        if self.prediction and predict is not None:
+            self.predicted, self.predicted_std = predict(*self.prediction_inputs(), current)
+        elif self.prediction:
+            self.predicted, self.predicted_std = current, xp.zeros(len(target))
+        obs = xp.empty((len(target), self.dim), dtype=xp.float64)
         obs[:, 0] = target * LAT_SCALE
         obs[:, 1] = current * LAT_SCALE
         obs[:, 2] = error * LAT_SCALE
@@ -120,41 +190,76 @@ class FeatureState:
         obs[:, 4] = roll * LAT_SCALE
         obs[:, 5] = v_ego * V_SCALE
         obs[:, 6] = a_ego * 0.5
-        obs[:, 7 : 7 + N_PREV_ACTIONS] = self.prev_actions
-        k = 7 + N_PREV_ACTIONS
-        obs[:, k : k + len(PLAN_HORIZONS)] = plan_target[:, PLAN_HORIZONS - 1] * LAT_SCALE
-        k += len(PLAN_HORIZONS)
-        obs[:, k] = xp.mean(plan_target, axis=1) * LAT_SCALE
-        obs[:, k + 1] = xp.std(plan_target, axis=1) * LAT_SCALE
-        obs[:, k + 2] = xp.mean(plan_roll, axis=1) * LAT_SCALE
-        obs[:, k + 3] = xp.mean(plan_v, axis=1) * V_SCALE - v_ego * V_SCALE
-        obs[:, k + 4] = self.teacher
+        if self.kind == "basic":
+            obs[:, 7 : 7 + N_PREV_ACTIONS] = self.prev_actions
+            k = 7 + N_PREV_ACTIONS
+            obs[:, k : k + len(PLAN_HORIZONS)] = plan_target[:, PLAN_HORIZONS - 1] * LAT_SCALE
+            k += len(PLAN_HORIZONS)
+            obs[:, k] = xp.mean(plan_target, axis=1) * LAT_SCALE
+            obs[:, k + 1] = xp.std(plan_target, axis=1) * LAT_SCALE
+            obs[:, k + 2] = xp.mean(plan_roll, axis=1) * LAT_SCALE
+            obs[:, k + 3] = xp.mean(plan_v, axis=1) * V_SCALE - v_ego * V_SCALE
+            obs[:, k + 4] = self.teacher
+            return xp.asarray(obs, dtype=xp.float32)
+        obs[:, 7] = self.teacher
+        k = 8
+        obs[:, k : k + HISTORY] = self.hist_actions
+        k += HISTORY
+        obs[:, k : k + HISTORY] = self.hist_lataccel * LAT_SCALE
+        k += HISTORY
+        obs[:, k : k + PLAN_STEPS] = plan_target * LAT_SCALE
+        k += PLAN_STEPS
+        obs[:, k : k + PLAN_STEPS] = plan_roll * LAT_SCALE
+        k += PLAN_STEPS
+        obs[:, k : k + PLAN_STEPS] = (plan_v - v_ego[:, None]) * 0.2
+        k += PLAN_STEPS
+        obs[:, k : k + PLAN_STEPS] = plan_a * 0.5
+        k += PLAN_STEPS
+        if self.prediction:
+            obs[:, k] = (self.predicted - current) * 5.0
+            obs[:, k + 1] = self.predicted_std * 5.0
         return xp.asarray(obs, dtype=xp.float32)
 
     def record(self, actions) -> None:
         """Remember the actions the controller returned (newest last)."""
         xp = self.xp
         newest = xp.asarray(actions, dtype=xp.float64)[:, None]
-        self.prev_actions = xp.concatenate([self.prev_actions[:, 1:], newest], axis=1)
+        self.hist_actions = xp.concatenate([self.hist_actions[:, 1:], newest], axis=1)
 
     @property
     def last_action(self) -> np.ndarray:
-        return self.prev_actions[:, -1]
+        return self.hist_actions[:, -1]
 
 
-def action_to_steer(a, last_output, action_mode: str, max_delta: float, teacher=None, xp=np):
+def action_to_steer(a, last_output, action_mode: str, max_delta: float, teacher=None, xp=np, offset=None):
     """Steer (float64 ``[B]``) of normalised actions ``a`` in [-1, 1] (clipped).
 
     ``delta``: ``clip(last_output + max_delta * a, -2, 2)`` (a bounded change of the previous
     steer); ``residual``: ``clip(teacher + max_delta * a, -2, 2)`` (a bounded correction of this
-    call's teacher action); ``absolute``: ``2 * a``.
+    call's teacher action); ``absolute``: ``2 * a``.  ``offset`` (float64 ``[B]``, e.g. the model
+    correction of :func:`model_correction`) is added before clipping.
     """
     a = xp.clip(xp.asarray(a, dtype=xp.float64).reshape(len(last_output)), -1.0, 1.0)
     if action_mode == "delta":
-        return xp.clip(last_output + max_delta * a, -STEER_LIMIT, STEER_LIMIT)
-    if action_mode == "residual":
-        return xp.clip(teacher + max_delta * a, -STEER_LIMIT, STEER_LIMIT)
-    return a * STEER_LIMIT
+        steer = last_output + max_delta * a
+    elif action_mode == "residual":
+        steer = teacher + max_delta * a
+    else:
+        steer = a * STEER_LIMIT
+    if offset is not None:
+        steer = steer + offset
+    return xp.clip(steer, -STEER_LIMIT, STEER_LIMIT)
+
+
+def model_correction(features: FeatureState, gain: float):
+    """Steer offset ``gain * (current - predicted next)`` (float64 ``[B]``), or None for gain 0.
+
+    The model's steer response shows up over the following steps rather than the next one, so
+    this acts as a damper on the lateral-acceleration change the model expects next.
+    """
+    if not gain:
+        return None
+    return gain * (features.hist_lataccel[:, -1] - features.predicted)
 
 
 def plan_row(values, fallback) -> np.ndarray:

@@ -40,7 +40,7 @@ from ..constants import CONTROL_START_IDX, COST_END_IDX, DEL_T, LAT_ACCEL_COST_M
 from ..data.segments import Segment, load_segment
 from ..sim.backends import ModelBackend, make_backend
 from ..sim.engine import BatchedSimulator, ControlInputs
-from .features import OBS_DIM, FeatureState, pad_plan
+from .features import FeatureState, model_correction, obs_dim, pad_plan
 from .features import action_to_steer as features_action_to_steer
 
 LAT_WEIGHT = LAT_ACCEL_COST_MULTIPLIER * 100.0 / (COST_END_IDX - CONTROL_START_IDX)
@@ -56,15 +56,42 @@ class EnvConfig:
             correction of the teacher's action) or ``"absolute"``.
         max_delta: steer change (delta) or correction (residual) at |a| = 1.
         end_step: the episode ends before this step (500: the end of the cost window).
+        observation: ``"basic"`` or ``"rich"`` (see :mod:`~ppo_training.environment.features`).
+        prediction: add the model's expected next lateral acceleration to the observation (one
+            more model call per step; ``rich`` only).
+        correction: gain of the fixed model correction added to every steer,
+            ``correction * (current - predicted next)`` (needs ``prediction``; 0 disables).
     """
 
     action_mode: str = "delta"
     max_delta: float = 0.25
     end_step: int = COST_END_IDX
+    observation: str = "basic"
+    prediction: bool = False
+    correction: float = 0.0
 
     def __post_init__(self) -> None:
         if self.action_mode not in ("delta", "residual", "absolute"):
             raise ValueError(f"action_mode must be 'delta', 'residual' or 'absolute', got {self.action_mode!r}")
+        obs_dim(self.observation, self.prediction)  # validates the combination
+        if self.correction and not self.prediction:
+            raise ValueError("env correction needs the model prediction (prediction: true)")
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "EnvConfig":
+        """The env settings of a full config dict (``cfg["env"]``; older configs lack the newer keys)."""
+        e = cfg["env"]
+        return cls(action_mode=e["action_mode"], max_delta=float(e["max_delta"]),
+                   observation=e.get("observation", "basic"), prediction=bool(e.get("prediction", False)),
+                   correction=float(e.get("correction", 0.0)))
+
+    @property
+    def obs_dim(self) -> int:
+        return obs_dim(self.observation, self.prediction)
+
+    def new_features(self, batch_size: int, xp=np) -> FeatureState:
+        """A fresh :class:`FeatureState` of this observation kind."""
+        return FeatureState(batch_size, xp=xp, kind=self.observation, prediction=self.prediction)
         if not CONTROL_START_IDX < self.end_step <= COST_END_IDX:
             raise ValueError(f"end_step must be in ({CONTROL_START_IDX}, {COST_END_IDX}], got {self.end_step}")
 
@@ -72,17 +99,25 @@ class EnvConfig:
 def action_to_steer(a, features: FeatureState, cfg: EnvConfig):
     """Steer (float64 ``[B]``) of normalised actions ``a`` in [-1, 1] under ``cfg``."""
     return features_action_to_steer(a, features.last_action, cfg.action_mode, cfg.max_delta, features.teacher,
-                                    xp=features.xp)
+                                    xp=features.xp, offset=model_correction(features, cfg.correction))
 
 
 def observe(features: FeatureState, inputs: ControlInputs):
-    """Observation of one control call (advances the feature state); arrays of the backend."""
+    """Observation of one control call (advances the feature state); arrays of the backend.
+
+    The model prediction (when the features use it) is skipped during the warm-up, whose outputs
+    the simulator discards.
+    """
     n, xp = inputs.future_length, features.xp
+    rich = features.kind == "rich"
+    predict = inputs._sim.backend.predict_next if features.prediction and not inputs.warmup else None
     return features.observe(
         inputs.target, inputs.current, inputs.roll_lataccel, inputs.v_ego, inputs.a_ego,
         pad_plan(inputs.future_lataccel, n, inputs.target, xp),
         pad_plan(inputs.future_roll_lataccel, n, inputs.roll_lataccel, xp),
         pad_plan(inputs.future_v_ego, n, inputs.v_ego, xp),
+        pad_plan(inputs.future_a_ego, n, inputs.a_ego, xp) if rich else None,
+        predict=predict,
     )
 
 
@@ -101,7 +136,7 @@ class LockstepEpisodes:
     def start(self, segments: Sequence[Segment]) -> np.ndarray:
         """Begin episodes on ``segments``; fast-forward the warm-up; observation ``[B, OBS_DIM]``."""
         self.sim = BatchedSimulator(self.backend, segments)
-        self.features = FeatureState(len(segments), xp=self.backend.xp)
+        self.features = self.cfg.new_features(len(segments), xp=self.backend.xp)
         inputs = self.sim.reset()
         while inputs.warmup:
             observe(self.features, inputs)
@@ -174,7 +209,7 @@ class LateralControlEnv(gym.Env):
         self.cfg = config or EnvConfig()
         self.backend = backend or make_backend("onnx", model_path, threads=1)
         self.core = LockstepEpisodes(self.backend, self.cfg)
-        self.observation_space = spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+        self.observation_space = spaces.Box(-np.inf, np.inf, (self.cfg.obs_dim,), np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
         self._done = True
 
@@ -197,7 +232,7 @@ class LateralControlEnv(gym.Env):
             self._done = True
             costs = self.core.costs()
             info = _final_info(costs, self.core.sim.paths, 0) if costs else {"segment": self.core.sim.paths[0]}
-            obs = np.zeros(OBS_DIM, np.float32) if obs is None else obs
+            obs = np.zeros(self.cfg.obs_dim, np.float32) if obs is None else obs
             return obs if obs.ndim == 1 else obs[0], float(reward[0]), True, False, info
         return obs[0], float(reward[0]), False, False, info
 
@@ -212,6 +247,7 @@ class VectorizedLateralControlEnv(VectorEnv):
     Args:
         files: segment CSV paths.
         num_envs: rows stepped together.
+        weights: draw probability of each file (default: uniform).
         model_path / backend / config: as for :class:`LateralControlEnv` (the backend here uses
             all cores by default).
     """
@@ -220,7 +256,7 @@ class VectorizedLateralControlEnv(VectorEnv):
 
     def __init__(self, files: Sequence[str | Path], num_envs: int, model_path: str | Path | None = None,
                  backend: ModelBackend | None = None, config: EnvConfig | None = None,
-                 paired: bool = False) -> None:
+                 paired: bool = False, weights: Sequence[float] | None = None) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
         if paired and num_envs % 2:
@@ -228,10 +264,16 @@ class VectorizedLateralControlEnv(VectorEnv):
         self.paired = paired
         self.num_envs = num_envs
         self.pool = SegmentPool(files)
+        self.weights = None
+        if weights is not None:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != (len(self.pool.files),) or (w < 0).any() or not np.isclose(w.sum(), 1.0):
+                raise ValueError(f"weights must be {len(self.pool.files)} non-negative draw probabilities summing to 1")
+            self.weights = w / w.sum()
         self.cfg = config or EnvConfig()
         self.backend = backend or make_backend("onnx", model_path)
         self.core = LockstepEpisodes(self.backend, self.cfg)
-        self.single_observation_space = spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+        self.single_observation_space = spaces.Box(-np.inf, np.inf, (self.cfg.obs_dim,), np.float32)
         self.single_action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -240,7 +282,9 @@ class VectorizedLateralControlEnv(VectorEnv):
     def _start(self) -> tuple[np.ndarray, dict]:
         # Saved in checkpoints: restoring these and calling reset() restarts the same episodes.
         self._episode_rng_states = [rng.bit_generator.state for rng in self._rngs]
-        segs = [self.pool.get(int(rng.integers(len(self.pool.files)))) for rng in self._rngs]
+        n = len(self.pool.files)
+        segs = [self.pool.get(int(rng.integers(n) if self.weights is None else rng.choice(n, p=self.weights)))
+                for rng in self._rngs]
         if self.paired:  # rows 2k and 2k+1 drive the same segment (same simulator noise)
             segs = [segs[k - k % 2] for k in range(self.num_envs)]
         obs = self.core.start(segs)
@@ -274,7 +318,7 @@ class VectorizedLateralControlEnv(VectorEnv):
         if done:
             costs = self.core.costs()
             paths = self.core.sim.paths
-            final_obs = np.zeros((self.num_envs, OBS_DIM), np.float32)  # not used: episodes end by time
+            final_obs = np.zeros((self.num_envs, self.cfg.obs_dim), np.float32)  # not used: episodes end by time
             for k in range(self.num_envs):
                 infos = self._add_info(infos, {"final_obs": final_obs[k], "final_info": _final_info(costs, paths, k)}, k)
             obs, reset_info = self._start()

@@ -7,6 +7,11 @@ Two parameterisations of the action distribution:
 * ``squashed_gaussian``: ``u ~ Normal(mu, sigma)``, action ``a = tanh(u)``; deterministic action
   ``tanh(mu)``.  The raw sample stored is ``u`` (log-probabilities are taken on ``u``; the tanh
   Jacobian cancels in PPO's probability ratio).
+* ``gsde``: the squashed Gaussian with generalised state-dependent exploration (Raffin et al.,
+  2022, as in Stable-Baselines3's ``use_sde``): the noise is ``eps = phi(s) . theta`` where
+  ``phi(s)`` are the actor's last hidden features and ``theta ~ Normal(0, sigma_j^2)`` is drawn per
+  env and held for a while, so the exploration changes with the state rather than every step.
+  Its density is ``Normal(mu, sqrt(sum_j phi_j^2 sigma_j^2))``.
 
 Shapes: observations ``[..., obs_dim]`` float32, raw samples and actions ``[..., 1]``.
 """
@@ -18,7 +23,7 @@ import torch
 from torch import nn
 from torch.distributions import Beta, Normal
 
-DISTRIBUTIONS = ("beta", "squashed_gaussian")
+DISTRIBUTIONS = ("beta", "squashed_gaussian", "gsde")
 
 
 def mlp(sizes: list[int], activation: type[nn.Module], out_gain: float) -> nn.Sequential:
@@ -27,7 +32,10 @@ def mlp(sizes: list[int], activation: type[nn.Module], out_gain: float) -> nn.Se
     for k in range(len(sizes) - 1):
         lin = nn.Linear(sizes[k], sizes[k + 1])
         last = k == len(sizes) - 2
-        nn.init.orthogonal_(lin.weight, out_gain if last else math.sqrt(2))
+        if last and out_gain == 0.0:
+            nn.init.zeros_(lin.weight)
+        else:
+            nn.init.orthogonal_(lin.weight, out_gain if last else math.sqrt(2))
         nn.init.zeros_(lin.bias)
         layers.append(lin)
         if not last:
@@ -43,13 +51,17 @@ class ActorCritic(nn.Module):
         hidden: hidden layer widths (both networks).
         distribution: ``"beta"`` or ``"squashed_gaussian"``.
         activation: ``"tanh"`` or ``"relu"``.
-        init_log_std: initial log sigma of the squashed Gaussian.
+        init_log_std: initial log sigma of the squashed Gaussian (``gsde``: of the effective
+            spread for hidden features of unit size, spread over the features).
         normalize_obs: standardise observations with running statistics (:attr:`obs_norm`,
             updated by the trainer, saved with the weights).
+        zero_init_actor: start the actor's last layer at zero, so the deterministic action is
+            exactly 0 (in residual mode: exactly the teacher) until training moves it.
     """
 
     def __init__(self, obs_dim: int, hidden: tuple[int, ...] = (128, 128), distribution: str = "beta",
-                 activation: str = "tanh", init_log_std: float = -1.0, normalize_obs: bool = True) -> None:
+                 activation: str = "tanh", init_log_std: float = -1.0, normalize_obs: bool = True,
+                 zero_init_actor: bool = False) -> None:
         super().__init__()
         self.normalize_obs = normalize_obs
         self.obs_norm = RunningNorm(obs_dim)
@@ -59,10 +71,14 @@ class ActorCritic(nn.Module):
         self.distribution = distribution
         self.obs_dim = obs_dim
         n_out = 2 if distribution == "beta" else 1
-        self.actor = mlp([obs_dim, *hidden, n_out], act, 0.01)
+        self.actor = mlp([obs_dim, *hidden, n_out], act, 0.0 if zero_init_actor else 0.01)
         self.critic = mlp([obs_dim, *hidden, 1], act, 1.0)
         if distribution == "squashed_gaussian":
             self.log_std = nn.Parameter(torch.full((1,), float(init_log_std)))
+        elif distribution == "gsde":
+            self.latent_dim = hidden[-1]
+            per_feature = float(init_log_std) - 0.5 * math.log(self.latent_dim)
+            self.log_std = nn.Parameter(torch.full((self.latent_dim,), per_feature))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """State value ``[...]``."""
@@ -71,8 +87,20 @@ class ActorCritic(nn.Module):
     def _norm(self, obs: torch.Tensor) -> torch.Tensor:
         return self.obs_norm(obs) if self.normalize_obs else obs
 
+    def _latent_and_dist(self, obs: torch.Tensor):
+        if self.distribution != "gsde":
+            return None, self.dist(obs)
+        latent = self.actor[:-1](self._norm(obs))
+        mean = self.actor[-1](latent)
+        # The features enter the spread without gradient (as in gSDE): the spread is learned
+        # through log_std, the features through the mean.
+        var = (latent.detach() ** 2) @ (2.0 * self.log_std).exp()
+        return latent.detach(), Normal(mean, torch.sqrt(var + 1e-12).unsqueeze(-1))
+
     def dist(self, obs: torch.Tensor):
         """The action distribution over raw samples (``[..., 1]``)."""
+        if self.distribution == "gsde":
+            return self._latent_and_dist(obs)[1]
         out = self.actor(self._norm(obs))
         if self.distribution == "beta":
             # softplus + 1 keeps alpha, beta > 1: unimodal, no mass piling at the bounds.
@@ -94,10 +122,23 @@ class ActorCritic(nn.Module):
         d = self.dist(obs)
         return self.to_action(d.mean)
 
-    def act(self, obs: torch.Tensor):
-        """Sample: (raw ``[..., 1]``, action ``[..., 1]``, log-prob ``[...]``, value ``[...]``)."""
-        d = self.dist(obs)
-        raw = d.sample()
+    def act(self, obs: torch.Tensor, noise: torch.Tensor | None = None):
+        """Sample: (raw ``[..., 1]``, action ``[..., 1]``, log-prob ``[...]``, value ``[...]``).
+
+        ``noise``: standard-normal draws to use instead of fresh ones: ``[..., 1]`` for the squashed
+        Gaussian (e.g. temporally correlated exploration noise), ``[..., latent]`` for ``gsde``
+        (the held exploration matrix, scaled here by the current per-feature sigmas; required).
+        The log-probability is the policy's own (marginal) density of the sample.
+        """
+        latent, d = self._latent_and_dist(obs)
+        if self.distribution == "gsde":
+            if noise is None:
+                raise ValueError("gsde sampling needs the held exploration noise (see ExplorationNoise)")
+            raw = d.loc + (latent * self.log_std.exp() * noise).sum(-1, keepdim=True)
+        elif noise is not None and self.distribution == "squashed_gaussian":
+            raw = d.loc + d.scale * noise
+        else:
+            raw = d.sample()
         if self.distribution == "beta":
             raw = raw.clamp(1e-6, 1 - 1e-6)
         return raw, self.to_action(raw), d.log_prob(raw).sum(-1), self.value(obs)

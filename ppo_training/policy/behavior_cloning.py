@@ -1,10 +1,15 @@
 """Behaviour-cloning warm start: fit the actor to the teacher's actions by likelihood.
 
-The teacher (PID + feedforward) is part of the observation (its action, last feature) and so is
-the previous steer output, so the teacher's normalised action can be read off each observation:
-``a = (teacher - previous) / max_delta`` in delta mode, ``teacher / 2`` in absolute mode.  The
-critic is fitted to the teacher's discounted (scaled) returns at the same time, so PPO starts
-with a value function that matches the policy it starts from.
+The teacher (PID + feedforward) and the previous steer output are part of the environment's
+feature state, so the teacher's normalised action follows from them:
+``a = (teacher - previous) / max_delta`` in delta mode, ``teacher / 2`` in absolute mode and 0 in
+residual mode (the teacher is the zero correction).  The critic is fitted to the teacher's
+discounted (scaled) returns at the same time, so PPO starts with a value function that matches
+the policy it starts from.
+
+Loss: the negative log-likelihood of the teacher's action.  With ``bc.learn_std`` the policy's
+spread is fitted too (floored at ``bc.min_log_std``), so PPO starts with a spread matched to how
+well the clone reproduces the teacher instead of a hand-set one.
 
 The executed actions are the teacher's plus Gaussian noise (``bc.noise``, normalised units) while
 the labels stay the clean teacher actions: a delta-action policy cloned only on the teacher's own
@@ -20,6 +25,8 @@ from ..constants import STEER_RANGE
 from ..environment.features import N_PREV_ACTIONS, OBS_DIM
 from .actor_critic import ActorCritic
 
+# Where the basic observation holds the teacher's action and the previous output (async envs,
+# whose feature state lives in worker processes, are labelled from these).
 TEACHER_INDEX = OBS_DIM - 1
 LAST_ACTION_INDEX = 7 + N_PREV_ACTIONS - 1
 
@@ -29,17 +36,34 @@ def _host(x) -> np.ndarray:
     return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
 
 
-def teacher_action(obs: np.ndarray, action_mode: str, max_delta: float) -> np.ndarray:
-    """Normalised teacher action ``[B, 1]`` in [-1, 1] read from observations ``[B, OBS_DIM]``."""
-    obs = _host(obs)
-    teacher = obs[:, TEACHER_INDEX].astype(np.float64)
+def normalised_teacher(teacher: np.ndarray, last: np.ndarray, action_mode: str, max_delta: float) -> np.ndarray:
+    """Normalised action ``[B, 1]`` in [-1, 1] that makes the env steer like the teacher."""
     if action_mode == "delta":
-        a = (teacher - obs[:, LAST_ACTION_INDEX]) / max_delta
+        a = (teacher - last) / max_delta
     elif action_mode == "residual":
         a = np.zeros_like(teacher)  # the teacher itself is the zero correction
     else:
         a = teacher / STEER_RANGE[1]
     return np.clip(a, -1.0, 1.0)[:, None].astype(np.float32)
+
+
+def teacher_action(obs: np.ndarray, action_mode: str, max_delta: float) -> np.ndarray:
+    """Normalised teacher action ``[B, 1]`` read from basic observations ``[B, OBS_DIM]``."""
+    obs = _host(obs)
+    return normalised_teacher(obs[:, TEACHER_INDEX].astype(np.float64), obs[:, LAST_ACTION_INDEX].astype(np.float64),
+                              action_mode, max_delta)
+
+
+def env_teacher_action(env, obs, action_mode: str, max_delta: float) -> np.ndarray:
+    """The teacher's normalised action for the env's current step (from its feature state)."""
+    core = getattr(env, "core", None)
+    if core is None or getattr(core, "features", None) is None:
+        if obs.shape[-1] != OBS_DIM:
+            raise ValueError("behaviour cloning with a 'rich' observation needs env.kind 'vector'")
+        return teacher_action(obs, action_mode, max_delta)
+    f = core.features
+    return normalised_teacher(_host(f.teacher).astype(np.float64), _host(f.last_action).astype(np.float64),
+                              action_mode, max_delta)
 
 
 def collect_teacher(env, episodes: int, obs: np.ndarray, action_mode: str, max_delta: float,
@@ -52,7 +76,7 @@ def collect_teacher(env, episodes: int, obs: np.ndarray, action_mode: str, max_d
     rounds = 0
     rng = rng or np.random.default_rng(0)
     while rounds < episodes:
-        act = teacher_action(obs, action_mode, max_delta)
+        act = env_teacher_action(env, obs, action_mode, max_delta)
         executed = np.clip(act + noise * rng.standard_normal(act.shape), -1, 1).astype(np.float32) if noise else act
         nxt, reward, term, trunc, _info = env.step(executed)
         done = np.logical_or(term, trunc)
@@ -78,16 +102,23 @@ def behavior_clone(policy: ActorCritic, env, cfg: dict, device: torch.device, ob
     mode, max_delta = cfg["env"]["action_mode"], float(cfg["env"]["max_delta"])
     o, a, r, d = collect_teacher(env, int(bc["episodes"]), obs, mode, max_delta, float(bc.get("noise", 0.0)),
                                  np.random.default_rng(int(cfg["seed"]) + 3))
-    ret = discounted_returns(r * float(ppo["reward_scale"]), d.astype(np.float64), float(ppo["gamma"]))
+    raw_ret = discounted_returns(r.astype(np.float64), d.astype(np.float64), float(ppo["gamma"]))
+    # The critic learns returns on the scale PPO will use: a fixed reward scale, or (reward_norm)
+    # rewards divided by the std of the discounted return, estimated here from the teacher's.
+    return_var = float(raw_ret.var())
+    scale = 1.0 / np.sqrt(return_var + 1e-8) if ppo.get("reward_norm") else float(ppo["reward_scale"])
+    ret = raw_ret * scale
     obs_t = torch.as_tensor(o.reshape(-1, o.shape[-1]), device=device)
     act_t = torch.as_tensor(a.reshape(-1, 1), device=device)
     ret_t = torch.as_tensor(ret.reshape(-1), device=device, dtype=torch.float32)
     if policy.normalize_obs:
         policy.obs_norm.update(obs_t)
     raw_t = policy.from_action(act_t)
-    # The squashed Gaussian's log-std is exploration noise for PPO, not something to clone: the
-    # teacher's labels are noise-free and would shrink it to nothing.
-    params = [p for name, p in policy.named_parameters() if name != "log_std"]
+    # Without learn_std the squashed Gaussian's log-std stays as configured: the teacher's labels
+    # are noise-free, so fitting it unbounded would shrink it to nothing.
+    learn_std = bool(bc.get("learn_std", False)) and hasattr(policy, "log_std")
+    min_log_std = float(bc.get("min_log_std", -5.0))
+    params = [p for name, p in policy.named_parameters() if name != "log_std" or learn_std]
     opt = torch.optim.Adam(params, lr=float(bc["learning_rate"]))
     gen = torch.Generator().manual_seed(int(cfg["seed"]) + 2)
     n, bs = obs_t.shape[0], int(bc["batch_size"])
@@ -103,11 +134,17 @@ def behavior_clone(policy: ActorCritic, env, cfg: dict, device: torch.device, ob
             (loss_pi + loss_v).backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
+            if learn_std:
+                with torch.no_grad():
+                    policy.log_std.clamp_(min=min_log_std)
             nll, v_loss = loss_pi.item(), loss_v.item()
     with torch.no_grad():
         det = policy.deterministic(obs_t)
         mae = float((det - act_t).abs().mean())
     # cost of the executed (noisy) teacher episodes
     teacher_cost = float(-r.sum(0).mean() * 1.0 / max(1, int(bc["episodes"])))
-    return {"nll": nll, "value_loss": v_loss, "action_mae": mae, "teacher_episode_cost": teacher_cost,
-            "samples": float(n)}
+    out = {"nll": nll, "value_loss": v_loss, "action_mae": mae, "teacher_episode_cost": teacher_cost,
+           "samples": float(n), "return_var": return_var}
+    if hasattr(policy, "log_std"):
+        out["log_std"] = float(policy.log_std.detach().mean())
+    return out

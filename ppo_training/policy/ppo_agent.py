@@ -34,10 +34,18 @@ class PPOConfig:
     norm_adv: bool = True
     target_kl: float | None = 0.02  # stop the epochs of an update early past this KL
     reward_scale: float = 0.02      # rewards are -cost contributions; scaled for the critic
+    reward_norm: bool = False       # divide rewards by the running std of the discounted return instead
+    value_loss: str = "mse"         # mse | huber (less pulled by the rare very costly steps)
+    exploration: str = "iid"        # iid | ar1 (temporally correlated; squashed Gaussian only)
+    noise_rho: float = 0.5          # AR(1) coefficient of the exploration noise
+    antithetic: bool = False        # paired rows explore with opposite noise
+    sde_sample_freq: int = -1       # gsde policy: steps between new exploration matrices (-1: per rollout)
 
     def __post_init__(self) -> None:
         if self.advantage not in ("gae", "paired"):
             raise ValueError(f"ppo.advantage must be 'gae' or 'paired', got {self.advantage!r}")
+        if self.value_loss not in ("mse", "huber"):
+            raise ValueError(f"ppo.value_loss must be 'mse' or 'huber', got {self.value_loss!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,6 +70,12 @@ class PPOAgent:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
+
+    def _value_error(self, err: torch.Tensor) -> torch.Tensor:
+        """Per-sample value loss: ``0.5 err^2``, or the Huber loss (quadratic within 1, then linear)."""
+        if self.cfg.value_loss == "huber":
+            return nn.functional.huber_loss(err, torch.zeros_like(err), reduction="none", delta=1.0)
+        return 0.5 * err**2
 
     def update(self, buffer: RolloutBuffer, generator: torch.Generator | None = None) -> dict[str, float]:
         """Run the PPO epochs on ``buffer``; returns mean losses and diagnostics."""
@@ -91,11 +105,11 @@ class PPOAgent:
 
                 # Value loss, optionally clipped around the old prediction.
                 returns, old_v = data["returns"][idx], data["values"][idx]
+                v_loss = self._value_error(new_value - returns)
                 if cfg.clip_vloss:
                     v_clipped = old_v + (new_value - old_v).clamp(-cfg.clip_coef, cfg.clip_coef)
-                    v_loss = 0.5 * torch.max((new_value - returns) ** 2, (v_clipped - returns) ** 2).mean()
-                else:
-                    v_loss = 0.5 * ((new_value - returns) ** 2).mean()
+                    v_loss = torch.max(v_loss, self._value_error(v_clipped - returns))
+                v_loss = v_loss.mean()
 
                 ent = entropy.mean()
                 loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss

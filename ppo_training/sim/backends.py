@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from .. import PROJECT_ROOT
-from ..constants import CONTEXT_LENGTH, TEMPERATURE, VOCAB_SIZE
+from ..constants import CONTEXT_LENGTH, MAX_ACC_DELTA, TEMPERATURE, VOCAB_SIZE
 from . import tokenizer
+from .prediction import next_moments, prediction_inputs
 
 Array = Any  # np.ndarray for the CPU backend, torch.Tensor for a torch backend
 
@@ -190,6 +191,11 @@ class OnnxBackend(ModelBackend):
     def sample(self, states: np.ndarray, tokens: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
         return sample_from_logits(self.logits(states, tokens)[:, -1, :], uniforms)
 
+    def predict_next(self, actions, states, lataccels, current):
+        """Mean and std ``[B]`` of the next lateral acceleration (:mod:`~ppo_training.sim.prediction`)."""
+        st, tokens = prediction_inputs(actions, states, lataccels)
+        return next_moments(self.logits(st, tokens)[:, -1, :], current)
+
 
 def make_backend(name: str = "onnx", model_path: str | Path | None = None, **kwargs) -> ModelBackend:
     """Build a backend by name: ``onnx`` (onnxruntime CPU, exact) or ``torch`` (any device)."""
@@ -350,6 +356,18 @@ class TorchBackend(ModelBackend):
                     warnings.warn(f"torch.compile failed ({type(exc).__name__}: {exc}); running eagerly")
                     self.compiled, self._forward = False, self.model
             return self.model(states, tokens)
+
+    def predict_next(self, actions, states, lataccels, current):
+        """Mean and std ``[B]`` of the next lateral acceleration, as :mod:`~ppo_training.sim.prediction`
+        computes them, on the device."""
+        torch = self.torch
+        st = torch.cat([actions[..., None], states], dim=-1).float()
+        probs = torch.softmax(self.logits(st, self.encode(lataccels)).float() / TEMPERATURE, dim=-1).double()
+        values = torch.clamp(self.bins[None, :], (current - MAX_ACC_DELTA)[:, None], (current + MAX_ACC_DELTA)[:, None])
+        total = probs.sum(-1)
+        mean = (probs * values).sum(-1) / total
+        var = (probs * (values - mean[:, None]) ** 2).sum(-1) / total
+        return mean, var.sqrt()
 
     def sample(self, states, tokens, uniforms):
         torch = self.torch

@@ -29,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model_path", help="a trained policy checkpoint (.pt from train.py)")
     p.add_argument("--controller", default=None,
-                   help="pid, zero, a path to an official-format controller .py, or NAME for "
-                        "controllers/NAME.py (default: pid; ignored with --model_path)")
+                   help="pid, zero, teacher (the PID + feedforward controller that training clones), a "
+                        "path to an official-format controller .py, or NAME for controllers/NAME.py "
+                        "(default: pid; ignored with --model_path)")
     p.add_argument("--baseline", default=None,
                    help="controller to compare against (default: pid with --model_path, none otherwise; "
                         "'none' disables)")

@@ -6,12 +6,14 @@ from pathlib import Path
 from ..sim.control import BatchedController
 from .classic import PIDController, ZeroController
 from .official import OfficialControllerAdapter, find_official_controller, load_official_controller
+from .policy import TeacherController
 
-BUILTIN = {"pid": PIDController, "zero": ZeroController}
+#: ``teacher`` is the PID + feedforward controller that training clones (its reference line).
+BUILTIN = {"pid": PIDController, "zero": ZeroController, "teacher": TeacherController}
 
 
 def make_controller(name: str, search_dirs: tuple[str | Path, ...] = ("controllers",)) -> BatchedController:
-    """A controller by name: ``pid``, ``zero``, or an official-format module.
+    """A controller by name: ``pid``, ``zero``, ``teacher``, or an official-format module.
 
     An official-format controller is given as a path to its ``.py`` file, or as ``<name>`` found at
     ``controllers/<name>.py`` relative to the working directory (as in the challenge repository).
@@ -32,6 +34,7 @@ __all__ = [
     "BatchedController",
     "OfficialControllerAdapter",
     "PIDController",
+    "TeacherController",
     "ZeroController",
     "find_official_controller",
     "load_official_controller",

@@ -39,12 +39,12 @@ class TeacherController(_FeatureController):
             teacher, which is what training clones; see ``features.model_correction``).
     """
 
-    name = "pid_ff"
+    name = "teacher"
 
     def __init__(self, correction: float = 0.0) -> None:
         if correction:
             self.cfg = EnvConfig(action_mode="residual", observation="rich", prediction=True, correction=correction)
-            self.name = f"pid_ff+model{correction:g}"
+            self.name = f"teacher+model{correction:g}"
         self.correction = correction
 
     def __call__(self, inputs: ControlInputs) -> np.ndarray:

@@ -7,9 +7,11 @@ residual mode (the teacher is the zero correction).  The critic is fitted to the
 discounted (scaled) returns at the same time, so PPO starts with a value function that matches
 the policy it starts from.
 
-Loss: the negative log-likelihood of the teacher's action.  With ``bc.learn_std`` the policy's
-spread is fitted too (floored at ``bc.min_log_std``), so PPO starts with a spread matched to how
-well the clone reproduces the teacher instead of a hand-set one.
+Loss: the negative log-likelihood of the teacher's action with the spread held fixed (for the
+mean that is a scaled squared error).  With ``bc.learn_std`` the squashed Gaussian's spread is then
+set to its likelihood optimum for the fitted mean, the RMS of the clone's raw-action errors
+(floored at ``bc.min_log_std``), so PPO starts with a spread matched to how well the clone
+reproduces the teacher instead of a hand-set one.
 
 The executed actions are the teacher's plus Gaussian noise (``bc.noise``, normalised units) while
 the labels stay the clean teacher actions: a delta-action policy cloned only on the teacher's own
@@ -114,11 +116,11 @@ def behavior_clone(policy: ActorCritic, env, cfg: dict, device: torch.device, ob
     if policy.normalize_obs:
         policy.obs_norm.update(obs_t)
     raw_t = policy.from_action(act_t)
-    # Without learn_std the squashed Gaussian's log-std stays as configured: the teacher's labels
-    # are noise-free, so fitting it unbounded would shrink it to nothing.
-    learn_std = bool(bc.get("learn_std", False)) and hasattr(policy, "log_std")
+    # The spread is not a gradient parameter here: Adam would move it by about the learning rate
+    # per step, far too slowly; with learn_std it is set in closed form after the mean is fitted.
+    learn_std = bool(bc.get("learn_std", False)) and policy.distribution == "squashed_gaussian"
     min_log_std = float(bc.get("min_log_std", -5.0))
-    params = [p for name, p in policy.named_parameters() if name != "log_std" or learn_std]
+    params = [p for name, p in policy.named_parameters() if name != "log_std"]
     opt = torch.optim.Adam(params, lr=float(bc["learning_rate"]))
     gen = torch.Generator().manual_seed(int(cfg["seed"]) + 2)
     n, bs = obs_t.shape[0], int(bc["batch_size"])
@@ -134,13 +136,14 @@ def behavior_clone(policy: ActorCritic, env, cfg: dict, device: torch.device, ob
             (loss_pi + loss_v).backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            if learn_std:
-                with torch.no_grad():
-                    policy.log_std.clamp_(min=min_log_std)
             nll, v_loss = loss_pi.item(), loss_v.item()
     with torch.no_grad():
         det = policy.deterministic(obs_t)
         mae = float((det - act_t).abs().mean())
+        if learn_std:
+            # Likelihood optimum of a Gaussian's spread around the fitted mean: the RMS error.
+            rms = torch.sqrt(((policy.dist(obs_t).loc - raw_t) ** 2).mean())
+            policy.log_std.fill_(max(float(torch.log(rms + 1e-12)), min_log_std))
     # cost of the executed (noisy) teacher episodes
     teacher_cost = float(-r.sum(0).mean() * 1.0 / max(1, int(bc["episodes"])))
     out = {"nll": nll, "value_loss": v_loss, "action_mae": mae, "teacher_episode_cost": teacher_cost,

@@ -23,8 +23,9 @@ NOTEBOOKS = sorted((PROJECT_ROOT / "notebooks").glob("*.ipynb"))
 TIMING_STATS = ("charts__env_steps_per_second",)
 
 
-def test_three_notebooks_committed_without_outputs():
-    assert [p.name for p in NOTEBOOKS] == ["01_simulator.ipynb", "02_train_ppo.ipynb", "03_evaluate.ipynb"]
+def test_notebooks_committed_without_outputs():
+    assert [p.name for p in NOTEBOOKS] == ["01_simulator.ipynb", "02_train_ppo.ipynb", "03_evaluate.ipynb",
+                                           "04_sweeps.ipynb"]
     for path in NOTEBOOKS:
         nb = json.loads(path.read_text())
         params = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]

@@ -166,7 +166,8 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
         resume: None, ``"auto"`` (newest checkpoint of the run, fresh start if none) or a path.
         callbacks: called as ``cb(event, payload)`` with events ``"update"``, ``"validation"``,
             ``"episode"`` and ``"done"`` (used by the notebook dashboard).
-        should_stop: polled between updates; True ends the run cleanly (final checkpoint written).
+        should_stop: polled between updates; True (or a string: the reason reported) ends the run
+            cleanly, with a final validation and checkpoint.
     """
     cfg = copy.deepcopy(cfg)
     callbacks = callbacks or []
@@ -333,6 +334,8 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
             # The starting point of the curve: the cloned (or untrained) policy.
             val0 = validate()
             log_validation(val0, 0)
+            best_val = val0  # PPO's policies must beat the one it starts from to become best.pt
+            save_atomic(checkpoint_payload(0), ckpt_dir / "best.pt")
             emit("validation", {"global_step": 0, "val_cost": val0, "policy": policy, "env_config": env_cfg,
                                 "val_files": split["val"], "backend": val_backend, "run_dir": run_dir,
                                 "references": references})
@@ -344,10 +347,28 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                        unit_scale=True, interval_s=cfg["logging"].get("progress_interval_s"))
     t_start, stopped = time.time(), "done"
     update = update0
+    last_validated = global_step if ckpt is None else -1
+
+    def run_validation(updates_done: int) -> None:
+        """Validate, log, keep ``best.pt``; updates the early-stopping state."""
+        nonlocal best_val, bad_vals, last_validated
+        val = validate()
+        log_validation(val, global_step)
+        last_validated = global_step
+        emit("validation", {"global_step": global_step, "val_cost": val, "policy": policy, "env_config": env_cfg,
+                            "val_files": split["val"], "backend": val_backend, "run_dir": run_dir,
+                            "references": references})
+        if val < best_val:
+            best_val, bad_vals = val, 0
+            save_atomic(checkpoint_payload(updates_done), ckpt_dir / "best.pt")
+        else:
+            bad_vals += 1
+
     try:
         for update in range(update0, n_updates):
-            if should_stop is not None and should_stop():
-                stopped = "stopped by user"
+            reason = should_stop() if should_stop is not None else False
+            if reason:
+                stopped = reason if isinstance(reason, str) else "stopped by user"
                 break
             if t_cfg.get("time_budget_s") and time.time() - t_start > float(t_cfg["time_budget_s"]):
                 stopped = "time budget"
@@ -413,16 +434,7 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
 
             stop_now = False
             if (update + 1) % int(t_cfg["eval_every"]) == 0 or update + 1 == n_updates:
-                val = validate()
-                log_validation(val, global_step)
-                emit("validation", {"global_step": global_step, "val_cost": val, "policy": policy,
-                                    "env_config": env_cfg, "val_files": split["val"], "backend": val_backend,
-                                    "run_dir": run_dir, "references": references})
-                if val < best_val:
-                    best_val, bad_vals = val, 0
-                    save_atomic(checkpoint_payload(update + 1), ckpt_dir / "best.pt")
-                else:
-                    bad_vals += 1
+                run_validation(update + 1)
                 if t_cfg.get("patience") and bad_vals >= int(t_cfg["patience"]):
                     stopped, stop_now = "early stop (patience)", True
                 if t_cfg.get("target_cost") is not None and best_val <= float(t_cfg["target_cost"]):
@@ -434,15 +446,18 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                 break
         else:
             update = n_updates
+        if update > update0 and last_validated != global_step:
+            run_validation(update)  # stopped between validations: the curve ends at the final policy
     finally:
         if bar is not None:
             bar.close()
     final = save_atomic(checkpoint_payload(update), ckpt_dir / "final_model.pt")
-    models_dir = PROJECT_ROOT / "models"
-    models_dir.mkdir(exist_ok=True)
-    tmp = models_dir / ".final_model.pt.tmp"
-    shutil.copyfile(final, tmp)
-    tmp.replace(models_dir / "final_model.pt")
+    if t_cfg.get("copy_final_model", True):
+        models_dir = PROJECT_ROOT / "models"
+        models_dir.mkdir(exist_ok=True)
+        tmp = models_dir / ".final_model.pt.tmp"
+        shutil.copyfile(final, tmp)
+        tmp.replace(models_dir / "final_model.pt")
     np.savez(run_dir / "training_stats.tmp.npz", **{k.replace("/", "__"): np.asarray(v) for k, v in stats.items()})
     (run_dir / "training_stats.tmp.npz").replace(ckpt_dir / "training_stats.npz")
     if writer is not None:

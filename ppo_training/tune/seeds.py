@@ -112,6 +112,7 @@ def run_seeds(cfg: dict, n_seeds: int, name: str, *, first_seed: int = 0, refere
     for i, seed in enumerate(range(first_seed, first_seed + n_seeds), 1):
         run_cfg = copy.deepcopy(cfg)
         run_cfg.update(seed=seed, runs_dir=str(out_dir), run_name=f"seed_{seed}")
+        run_cfg["train"] = {**run_cfg["train"], "copy_final_model": False}
         t0 = time.time()
         outcome = train_and_score(run_cfg)
         res = outcome.result

@@ -242,6 +242,7 @@ class Objective:
         params = self.space.suggest(trial)
         cfg = apply_params(self.base_cfg, params)
         cfg["runs_dir"], cfg["run_name"] = str(self.runs_dir), str(trial.number)
+        cfg["train"]["copy_final_model"] = False  # trials keep their models in their own run folders
         run_dir = self.runs_dir / str(trial.number)
         # A retry inherits the failed trial's user attrs: overwrite them all.
         attrs: dict[str, Any] = {"run_dir": str(run_dir), "host": socket.gethostname(), "pid": os.getpid(),

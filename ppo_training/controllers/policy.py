@@ -69,7 +69,8 @@ def numpy_policy_from_torch(policy) -> NumpyPolicy:
         mean = policy.obs_norm.mean.detach().cpu().numpy().astype(np.float64)
         std = np.sqrt(policy.obs_norm.var.detach().cpu().numpy().astype(np.float64) + 1e-8)
     activation = "tanh" if isinstance(policy.actor[1], torch.nn.Tanh) else "relu"
-    return NumpyPolicy(layers, activation, policy.distribution, mean, std, float(policy.obs_norm.clip))
+    skip = None if getattr(policy, "skip", None) is None else policy.skip.weight.detach().double().cpu().numpy()
+    return NumpyPolicy(layers, activation, policy.distribution, mean, std, float(policy.obs_norm.clip), skip)
 
 
 class PolicyController(_FeatureController):

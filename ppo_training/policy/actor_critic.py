@@ -57,11 +57,14 @@ class ActorCritic(nn.Module):
             updated by the trainer, saved with the weights).
         zero_init_actor: start the actor's last layer at zero, so the deterministic action is
             exactly 0 (in residual mode: exactly the teacher) until training moves it.
+        linear_skip: add a linear map of the (normalised) observation to the actor's output,
+            starting at zero: a linear controller is a strong prior for steering, and its few
+            weights learn faster than the MLP finds the same function.
     """
 
     def __init__(self, obs_dim: int, hidden: tuple[int, ...] = (128, 128), distribution: str = "beta",
                  activation: str = "tanh", init_log_std: float = -1.0, normalize_obs: bool = True,
-                 zero_init_actor: bool = False) -> None:
+                 zero_init_actor: bool = False, linear_skip: bool = False) -> None:
         super().__init__()
         self.normalize_obs = normalize_obs
         self.obs_norm = RunningNorm(obs_dim)
@@ -72,6 +75,10 @@ class ActorCritic(nn.Module):
         self.obs_dim = obs_dim
         n_out = 2 if distribution == "beta" else 1
         self.actor = mlp([obs_dim, *hidden, n_out], act, 0.0 if zero_init_actor else 0.01)
+        self.skip = None
+        if linear_skip:
+            self.skip = nn.Linear(obs_dim, n_out, bias=False)
+            nn.init.zeros_(self.skip.weight)
         self.critic = mlp([obs_dim, *hidden, 1], act, 1.0)
         if distribution == "squashed_gaussian":
             self.log_std = nn.Parameter(torch.full((1,), float(init_log_std)))
@@ -90,8 +97,11 @@ class ActorCritic(nn.Module):
     def _latent_and_dist(self, obs: torch.Tensor):
         if self.distribution != "gsde":
             return None, self.dist(obs)
-        latent = self.actor[:-1](self._norm(obs))
+        x = self._norm(obs)
+        latent = self.actor[:-1](x)
         mean = self.actor[-1](latent)
+        if self.skip is not None:
+            mean = mean + self.skip(x)
         # The features enter the spread without gradient (as in gSDE): the spread is learned
         # through log_std, the features through the mean.
         var = (latent.detach() ** 2) @ (2.0 * self.log_std).exp()
@@ -101,7 +111,10 @@ class ActorCritic(nn.Module):
         """The action distribution over raw samples (``[..., 1]``)."""
         if self.distribution == "gsde":
             return self._latent_and_dist(obs)[1]
-        out = self.actor(self._norm(obs))
+        x = self._norm(obs)
+        out = self.actor(x)
+        if self.skip is not None:
+            out = out + self.skip(x)
         if self.distribution == "beta":
             # softplus + 1 keeps alpha, beta > 1: unimodal, no mass piling at the bounds.
             ab = nn.functional.softplus(out) + 1.0

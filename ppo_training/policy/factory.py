@@ -18,4 +18,5 @@ def build_policy(cfg: dict, obs_dim: int | None = None) -> ActorCritic:
     return ActorCritic(obs_dim or EnvConfig.from_config(cfg).obs_dim, hidden=tuple(p["hidden"]),
                        distribution=p["distribution"], activation=p["activation"],
                        init_log_std=float(p.get("init_log_std", -1.0)), normalize_obs=bool(p.get("normalize_obs", True)),
-                       zero_init_actor=bool(p.get("zero_init_actor", False)))
+                       zero_init_actor=bool(p.get("zero_init_actor", False)),
+                       linear_skip=bool(p.get("linear_skip", False)))

@@ -31,25 +31,31 @@ class NumpyPolicy:
             softplus(out) + 1``) or ``"squashed_gaussian"`` (action ``tanh(mean)``).
         obs_mean, obs_std: observation standardisation, ``sqrt(running var + 1e-8)`` for the std
             (None: no normalisation).
+        skip: ``[out, in]`` weight of the linear map from the standardised observation added to
+            the last layer's output (None: none).
     """
 
-    def __init__(self, layers, activation, distribution, obs_mean=None, obs_std=None, obs_clip=10.0):
+    def __init__(self, layers, activation, distribution, obs_mean=None, obs_std=None, obs_clip=10.0, skip=None):
         self.layers = [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64)) for w, b in layers]
         self.activation = activation
         self.distribution = distribution
         self.obs_mean = None if obs_mean is None else np.asarray(obs_mean, dtype=np.float64)
         self.obs_std = None if obs_std is None else np.asarray(obs_std, dtype=np.float64)
         self.obs_clip = obs_clip
+        self.skip = None if skip is None else np.asarray(skip, dtype=np.float64)
 
     def action(self, obs):
         """Deterministic normalised actions ``[B]`` in [-1, 1] of observations ``[B, obs_dim]``."""
         x = np.asarray(obs, dtype=np.float64)
         if self.obs_mean is not None:
             x = np.clip((x - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
+        inputs = x
         for k, (w, b) in enumerate(self.layers):
             x = _dense(x, w, b)
             if k < len(self.layers) - 1:
                 x = np.tanh(x) if self.activation == "tanh" else np.maximum(x, 0.0)
+        if self.skip is not None:
+            x = x + _dense(inputs, self.skip, np.zeros(self.skip.shape[0]))
         if self.distribution == "beta":
             alpha, beta = _softplus(x[:, 0]) + 1.0, _softplus(x[:, 1]) + 1.0
             return 2.0 * (alpha / (alpha + beta)) - 1.0
@@ -63,6 +69,8 @@ class NumpyPolicy:
             out[f"w{k}"], out[f"b{k}"] = w, b
         if self.obs_mean is not None:
             out["obs_mean"], out["obs_std"] = self.obs_mean, self.obs_std
+        if self.skip is not None:
+            out["skip"] = self.skip
         return out
 
     @classmethod
@@ -71,4 +79,4 @@ class NumpyPolicy:
         norm = "obs_mean" in arrays
         return cls(layers, str(arrays["activation"]), str(arrays["distribution"]),
                    arrays["obs_mean"] if norm else None, arrays["obs_std"] if norm else None,
-                   float(arrays["obs_clip"]))
+                   float(arrays["obs_clip"]), arrays["skip"] if "skip" in arrays else None)

@@ -264,6 +264,9 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                    desc=f"train {cfg['run_name']}", dynamic_ncols=True)
     t_start, stopped = time.time(), "done"
     update = update0
+    # Episodes run in lockstep, so a step's done flags are all False or all True: keep both on the
+    # device instead of copying a host array there (a synchronisation) at every step.
+    done_flags = {False: torch.zeros(n_envs, device=device), True: torch.ones(n_envs, device=device)}
     try:
         for update in range(update0, n_updates):
             if should_stop is not None and should_stop():
@@ -283,8 +286,10 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                     raw, action, logp, value = policy.act(obs_t)
                 obs, reward, term, trunc, info = env.step(action if device_env else action.cpu().numpy())
                 done = np.logical_or(term, trunc)
+                done_t = (done_flags[bool(done[0])] if done.all() or not done.any()
+                          else torch.as_tensor(done, device=device, dtype=torch.float32))
                 buffer.add(obs_t, raw, logp, torch.as_tensor(reward * ppo_cfg.reward_scale, device=device, dtype=torch.float32),
-                           torch.as_tensor(done, device=device, dtype=torch.float32), value)
+                           done_t, value)
                 if done.any() and "final_info" in info:
                     fi = info["final_info"]
                     episode_costs.extend(np.asarray(fi["total_cost"])[fi.get("_total_cost", done)].tolist())

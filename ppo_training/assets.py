@@ -218,11 +218,20 @@ class _HashingWriter:
         return self._out.write(data)
 
 
+class _NoBar(contextlib.nullcontext):
+    """Stands in for a disabled progress bar: fetching needs nothing beyond the standard library."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+
 def _progress_bar(progress: bool, **kwargs):
-    """A tqdm bar (disabled when ``progress`` is False); imported lazily to keep import cheap."""
+    """A tqdm bar, or a silent stand-in when ``progress`` is False; tqdm is imported lazily."""
+    if not progress:
+        return _NoBar(_NoBar())
     from tqdm.auto import tqdm
 
-    return tqdm(disable=not progress, dynamic_ncols=True, **kwargs)
+    return tqdm(dynamic_ncols=True, **kwargs)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -180,21 +180,3 @@ def test_minibatch_order_on_the_cpu_is_the_generators_permutation():
 
     g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
     assert torch.equal(minibatch_order(1000, g1, "cpu"), torch.randperm(1000, generator=g2))
-
-
-def test_gpu_benchmark_script_runs_on_cpu(tmp_path):
-    """The GPU benchmark is one command; its quick mode exercises every section on the CPU."""
-    import json
-    import subprocess
-    import sys
-
-    from ppo_training import PROJECT_ROOT
-
-    out = tmp_path / "bench.json"
-    r = subprocess.run([sys.executable, "bench/gpu_throughput.py", "--device", "cpu", "--quick", "--precisions",
-                        "fp32", "--skip-quality", "--out", str(out)], cwd=PROJECT_ROOT, capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    raw = json.loads(out.read_text())
-    assert raw["fp32_vs_onnx"]["segments"] == 8 and raw["ppo"]["transitions_per_s"]
-    assert "GPU benchmark on CPU" in r.stdout

@@ -243,8 +243,13 @@ def step_info(ctx: Ctx) -> None:
     include = sysconfig.get_paths().get("include") or ""
     out["compile_toolchain"] = {"cc": shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc"),
                                 "python_h": (Path(include) / "Python.h").is_file()}
-    import torch
-
+    try:
+        import torch
+    except Exception as exc:
+        out["torch_error"] = f"{type(exc).__name__}: {exc}"
+        ctx.write("info", out)
+        say(json.dumps(out, indent=1))
+        raise
     out["torch"] = torch.__version__
     out["torch_cuda"] = torch.version.cuda
     if ctx.device.startswith("cuda"):
@@ -935,12 +940,15 @@ def main(argv=None) -> int:
     p.add_argument("--force", action="store_true", help="profile even when every speed target is met")
     args = p.parse_args(argv)
     if args.device is None:
-        if args.quick:
+        if args.quick or args.step == "merge":  # merge never needs torch (it may be what failed)
             args.device = "cpu"
         else:
-            import torch
+            try:
+                import torch
 
-            args.device = "cuda" if torch.cuda.is_available() else "cpu"
+                args.device = "cuda" if torch.cuda.is_available() else "cpu"
+            except Exception:  # the steps report it; info still records everything else
+                args.device = "cuda"
     ctx = Ctx(args, Path(args.work).resolve(), Path(args.out).resolve(), Path(args.assets).resolve(),
               args.device, args.quick)
     ctx.out.mkdir(parents=True, exist_ok=True)

@@ -16,20 +16,21 @@
 #
 # Needs: .whl/ (bash bench/fetch_gpu_wheels.sh) unless the packages already import, .gpu_assets/.
 # OUTDIR receives at most 8 files, none in sub-folders: gpu_run.json, gpu_run.log, throughput.png,
-# ppo_gpu.pt, train_ppo.ipynb, dashboard.png, sample_rollout.png.
+# ppo_gpu.pt, train_ppo.ipynb, dashboard.png, sample_rollout.png.  Exit status: 0 when every step
+# succeeded, 1 when some did not (gpu_run.json says which and why), 3 when no JSON was written.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PYTHON=${PYTHON:-python3}
 STARTED=$(date +%s)
 
-QUICK=0 TRAIN_MIN=4 NB_BUDGET_S=60 TOTAL_S=540 ASSETS=$ROOT/.gpu_assets DEVICE="" OUT=""
+QUICK=0 TRAIN_MIN=4 NB_BUDGET_S=60 TOTAL_S="" ASSETS=$ROOT/.gpu_assets DEVICE="" OUT="" USER_LIMITS=()
 declare -A LIMIT=([info]=60 [correctness]=45 [throughput]=90 [eval5k]=30 [ppo]=75 [profile]=45
                   [train]=0 [notebook]=90)
 # a step squeezed below its minimum by the run's budget is skipped instead of started
 declare -A MIN_S=([info]=10 [correctness]=10 [throughput]=20 [eval5k]=10 [ppo]=20 [profile]=15
                   [train]=90 [notebook]=45)
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
     --total-s) TOTAL_S=$2; shift ;;
     --assets) ASSETS=$(realpath -m "$2"); shift ;;
     --device) DEVICE=$2; shift ;;
-    --limit) LIMIT[${2%%=*}]=${2#*=}; shift ;;
+    --limit) USER_LIMITS+=("$2"); shift ;;
     -h|--help) usage 0 ;;
     -*) echo "unknown option $1" >&2; usage ;;
     *) [ -z "$OUT" ] || usage; OUT=$1 ;;
@@ -50,8 +51,13 @@ if [ "$QUICK" = 1 ]; then
   LIMIT=([info]=60 [correctness]=60 [throughput]=90 [eval5k]=60 [ppo]=60 [profile]=60 [train]=90 [notebook]=120)
   MIN_S=([info]=10 [correctness]=10 [throughput]=10 [eval5k]=10 [ppo]=10 [profile]=10 [train]=10 [notebook]=10)
   [ -n "$DEVICE" ] || DEVICE=cpu
-  TOTAL_S=${GPU_RUN_TOTAL_S:-600}
+  TOTAL_S=${TOTAL_S:-600}
 fi
+TOTAL_S=${TOTAL_S:-540}
+for kv in "${USER_LIMITS[@]}"; do
+  [ -n "${LIMIT[${kv%%=*}]+x}" ] || { echo "unknown step in --limit $kv" >&2; exit 2; }
+  LIMIT[${kv%%=*}]=${kv#*=}
+done
 # the train step: its minutes plus behaviour cloning, start-up, final validation and scoring
 [ "${LIMIT[train]}" != 0 ] || LIMIT[train]=$(awk -v m="$TRAIN_MIN" 'BEGIN { printf "%d", m * 60 + 60 }')
 DEADLINE=$((STARTED + TOTAL_S))
@@ -141,6 +147,9 @@ echo
 echo "=== merge ($(( $(date +%s) - STARTED )) s into the run)"
 timeout 60 "$PYTHON" bench/gpu_run.py merge "${COMMON[@]}"
 rc=$?
+# exit status: 0 when every step succeeded, 1 when one did not (the JSON says which), 3 without JSON
+n_ok=$(cat "$WORK"/status/*.json 2>/dev/null | grep -c '"status": "ok"')
+if [ "$rc" != 0 ] || [ ! -f "$OUT/gpu_run.json" ]; then rc=3; elif [ "$n_ok" -lt 8 ]; then rc=1; fi
 echo "gpu_run: done in $(( $(date +%s) - STARTED )) s; results in $OUT:"
 ls -la "$OUT"
 rm -rf "$WORK"

@@ -36,6 +36,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -770,7 +771,8 @@ def step_notebook(ctx: Ctx) -> None:
     import papermill as pm
     import yaml
 
-    logging.basicConfig(level=logging.INFO, format="[notebook] %(message)s", stream=sys.stdout)  # kernel output
+    logging.basicConfig(level=logging.INFO, format="[notebook %(asctime)s] %(message)s", datefmt="%H:%M:%S",
+                        stream=sys.stdout)  # the kernel's output, timed
 
     from ppo_training.training import load_config
 
@@ -954,6 +956,8 @@ def main(argv=None) -> int:
     ctx.out.mkdir(parents=True, exist_ok=True)
     if args.step == "merge":
         return merge(ctx)
+    # `timeout` ends a step with SIGTERM: unwind (finally blocks, the notebook's kernel shut down)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     if args.device == "cpu":
         import torch
 

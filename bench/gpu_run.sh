@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$OUT" ] || usage
 if [ "$QUICK" = 1 ]; then
-  LIMIT=([info]=60 [correctness]=60 [throughput]=90 [eval5k]=60 [ppo]=60 [profile]=60 [train]=90 [notebook]=120)
+  LIMIT=([info]=60 [correctness]=60 [throughput]=90 [eval5k]=60 [ppo]=60 [profile]=60 [train]=90 [notebook]=180)
   MIN_S=([info]=10 [correctness]=10 [throughput]=10 [eval5k]=10 [ppo]=10 [profile]=10 [train]=10 [notebook]=10)
   [ -n "$DEVICE" ] || DEVICE=cpu
   TOTAL_S=${TOTAL_S:-600}

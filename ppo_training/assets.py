@@ -225,6 +225,13 @@ class _HashingWriter:
         return self._out.write(data)
 
 
+class _NoBar(contextlib.nullcontext):
+    """Stands in for a disabled progress bar: fetching needs nothing beyond the standard library."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+
 def _progress_bar(progress: bool, **kwargs):
     """A progress reporter (``utils.progress``: a bar in a terminal, plain lines in a log)."""
     from .utils.progress import progress as make_progress

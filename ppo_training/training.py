@@ -364,6 +364,9 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
         else:
             bad_vals += 1
 
+    # Episodes run in lockstep, so a step's done flags are all False or all True: keep both on the
+    # device instead of copying a host array there (a synchronisation) at every step.
+    done_flags = {False: torch.zeros(n_envs, device=device), True: torch.ones(n_envs, device=device)}
     try:
         for update in range(update0, n_updates):
             reason = should_stop() if should_stop is not None else False
@@ -386,7 +389,8 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                     raw, action, logp, value = policy.act(obs_t, noise.sample() if noise is not None else None)
                 obs, reward, term, trunc, info = env.step(action if device_env else action.cpu().numpy())
                 done = np.logical_or(term, trunc)
-                done_t = torch.as_tensor(done, device=device, dtype=torch.float32)
+                done_t = (done_flags[bool(done[0])] if done.all() or not done.any()
+                          else torch.as_tensor(done, device=device, dtype=torch.float32))
                 reward_t = torch.as_tensor(reward, device=device)
                 if return_norm is not None:
                     reward_t = return_norm(reward_t, done_t)

@@ -94,12 +94,18 @@ def pad_plan(plan, length: np.ndarray, fallback, xp=np):
     """``[B, 49]`` plan rows with everything past ``length`` replaced by the last real value.
 
     Args:
-        plan: float64 ``[B, 49]``, only the first ``length[b]`` values of row b are real.
-        length: int ``[B]`` real entries per row.
+        plan: float64 ``[B, 49]``, only the first ``length[b]`` values of row b are real; returned
+            as is (not copied) when every row is full.
+        length: int ``[B]`` real entries per row, a host array.
         fallback: float64 ``[B]`` value for an empty plan (the current target).
     """
-    plan = xp.copy(xp.asarray(plan, dtype=xp.float64))
-    for b in np.flatnonzero(np.asarray(length) < plan.shape[1]):
+    plan = xp.asarray(plan, dtype=xp.float64)
+    length = np.asarray(length.cpu() if hasattr(length, "cpu") else length)  # host ints (numpy normally)
+    rows = np.flatnonzero(length < plan.shape[1])
+    if len(rows) == 0:  # full plans (the usual case): nothing to pad, nothing to copy
+        return plan
+    plan = xp.copy(plan)
+    for b in rows:
         k = int(length[b])
         plan[b, k:] = plan[b, k - 1] if k > 0 else fallback[b]
     return plan
@@ -136,6 +142,9 @@ class FeatureState:
         self.teacher = xp.zeros(batch_size)
         self.predicted = xp.zeros(batch_size)  # expected next lateral acceleration (m/s^2)
         self.predicted_std = xp.zeros(batch_size)
+        # the plan columns of the horizons, as an index array of the namespace (on the device for
+        # torch: a host index would be copied to the device, and synchronise, at every step)
+        self._horizon_cols = xp.asarray(PLAN_HORIZONS - 1)
 
     @property
     def prev_actions(self):
@@ -193,7 +202,7 @@ class FeatureState:
         if self.kind == "basic":
             obs[:, 7 : 7 + N_PREV_ACTIONS] = self.prev_actions
             k = 7 + N_PREV_ACTIONS
-            obs[:, k : k + len(PLAN_HORIZONS)] = plan_target[:, PLAN_HORIZONS - 1] * LAT_SCALE
+            obs[:, k : k + len(PLAN_HORIZONS)] = plan_target[:, self._horizon_cols] * LAT_SCALE
             k += len(PLAN_HORIZONS)
             obs[:, k] = xp.mean(plan_target, axis=1) * LAT_SCALE
             obs[:, k + 1] = xp.std(plan_target, axis=1) * LAT_SCALE

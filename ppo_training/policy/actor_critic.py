@@ -105,7 +105,7 @@ class ActorCritic(nn.Module):
         # The features enter the spread without gradient (as in gSDE): the spread is learned
         # through log_std, the features through the mean.
         var = (latent.detach() ** 2) @ (2.0 * self.log_std).exp()
-        return latent.detach(), Normal(mean, torch.sqrt(var + 1e-12).unsqueeze(-1))
+        return latent.detach(), Normal(mean, torch.sqrt(var + 1e-12).unsqueeze(-1), validate_args=False)
 
     def dist(self, obs: torch.Tensor):
         """The action distribution over raw samples (``[..., 1]``)."""
@@ -118,8 +118,10 @@ class ActorCritic(nn.Module):
         if self.distribution == "beta":
             # softplus + 1 keeps alpha, beta > 1: unimodal, no mass piling at the bounds.
             ab = nn.functional.softplus(out) + 1.0
-            return Beta(ab[..., :1], ab[..., 1:])
-        return Normal(out, self.log_std.exp().expand_as(out))
+            return Beta(ab[..., :1], ab[..., 1:], validate_args=False)
+        # validate_args=False: argument checks read values back to the host, a device
+        # synchronisation per call (every env step and minibatch on a GPU)
+        return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
 
     def to_action(self, raw: torch.Tensor) -> torch.Tensor:
         """Action in [-1, 1] of a raw sample."""

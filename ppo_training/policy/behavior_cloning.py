@@ -26,6 +26,7 @@ import torch
 from ..constants import STEER_RANGE
 from ..environment.features import N_PREV_ACTIONS, OBS_DIM
 from .actor_critic import ActorCritic
+from .ppo_agent import minibatch_order
 
 # Where the basic observation holds the teacher's action and the previous output (async envs,
 # whose feature state lives in worker processes, are labelled from these).
@@ -124,9 +125,9 @@ def behavior_clone(policy: ActorCritic, env, cfg: dict, device: torch.device, ob
     opt = torch.optim.Adam(params, lr=float(bc["learning_rate"]))
     gen = torch.Generator().manual_seed(int(cfg["seed"]) + 2)
     n, bs = obs_t.shape[0], int(bc["batch_size"])
-    nll = v_loss = float("nan")
+    loss_pi = loss_v = torch.tensor(float("nan"))
     for _epoch in range(int(bc["epochs"])):
-        order = torch.randperm(n, generator=gen).to(device)
+        order = minibatch_order(n, gen, device)
         for start in range(0, n, bs):
             idx = order[start : start + bs]
             logp, _ent, value = policy.evaluate(obs_t[idx], raw_t[idx])
@@ -136,7 +137,7 @@ def behavior_clone(policy: ActorCritic, env, cfg: dict, device: torch.device, ob
             (loss_pi + loss_v).backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            nll, v_loss = loss_pi.item(), loss_v.item()
+    nll, v_loss = float(loss_pi.detach()), float(loss_v.detach())  # the last minibatch's, read once
     with torch.no_grad():
         det = policy.deterministic(obs_t)
         mae = float((det - act_t).abs().mean())

@@ -51,6 +51,20 @@ class PPOConfig:
         return asdict(self)
 
 
+def minibatch_order(n: int, generator: torch.Generator | None, device: torch.device | str) -> torch.Tensor:
+    """A random permutation of ``range(n)`` on ``device``, reproducible from ``generator`` (a CPU one).
+
+    On the CPU it is ``torch.randperm(n, generator=generator)``.  Elsewhere the CPU generator only
+    draws a seed and the permutation is made on the device itself: a CPU permutation of millions
+    of indices and its copy to the device would cost more than the update's arithmetic.
+    """
+    device = torch.device(device)
+    if device.type == "cpu":
+        return torch.randperm(n, generator=generator)
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return torch.randperm(n, generator=torch.Generator(device=device).manual_seed(seed), device=device)
+
+
 class PPOAgent:
     """Owns the policy's optimiser and performs PPO updates.
 
@@ -83,10 +97,12 @@ class PPOAgent:
         data = buffer.flat()
         n = data["obs"].shape[0]
         mb_size = max(1, n // cfg.num_minibatches)
-        stats: dict[str, list[float]] = {k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")}
+        # Per-minibatch statistics stay on the device until the end (one host read per update,
+        # plus one per minibatch for the KL early stop).
+        stats: dict[str, list[torch.Tensor]] = {k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")}
         stop = False
         for _epoch in range(cfg.update_epochs):
-            order = torch.randperm(n, generator=generator, device="cpu").to(data["obs"].device)
+            order = minibatch_order(n, generator, data["obs"].device)
             for start in range(0, n, mb_size):
                 idx = order[start : start + mb_size]
                 new_logp, entropy, new_value = policy.evaluate(data["obs"][idx], data["raw"][idx])
@@ -120,13 +136,14 @@ class PPOAgent:
 
                 for k, v in (("policy_loss", pg_loss), ("value_loss", v_loss), ("entropy", ent),
                              ("approx_kl", approx_kl), ("clip_frac", clip_frac)):
-                    stats[k].append(v.item())
+                    stats[k].append(v.detach())
                 if cfg.target_kl is not None and approx_kl > cfg.target_kl:
                     stop = True
                     break
             if stop:
                 break
-        out = {k: float(np.mean(v)) for k, v in stats.items()}
+        host = torch.stack([torch.stack(v) for v in stats.values()]).double().cpu().numpy()
+        out = {k: float(np.mean(row)) for k, row in zip(stats, host)}
         values, returns = data["values"], data["returns"]
         var_y = returns.var()
         out["explained_variance"] = float(1 - (returns - values).var() / var_y) if var_y > 0 else float("nan")

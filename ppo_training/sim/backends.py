@@ -281,13 +281,16 @@ class TorchBackend(ModelBackend):
             ``bf16`` (bfloat16 weights and activations; logits returned in float32).
         compile: wrap the model in ``torch.compile`` (``reduce-overhead`` mode, which uses CUDA
             graphs on a GPU); falls back to eager execution with a warning when compilation
-            is unavailable or fails.
+            is unavailable or fails (the reason is kept in :attr:`compile_error`).
+        compile_options: keyword arguments of ``torch.compile`` instead of the default
+            ``mode="reduce-overhead", dynamic=False`` (one static graph per batch size), e.g.
+            ``{"backend": "eager"}`` to check graph capture quickly without a compiler.
     """
 
     name = "torch"
 
     def __init__(self, model_path: str | Path | None = None, device: str | None = None,
-                 precision: str = "fp32", compile: bool = False) -> None:
+                 precision: str = "fp32", compile: bool = False, compile_options: dict | None = None) -> None:
         import torch
 
         from .torch_model import TinyPhysicsTorch
@@ -304,13 +307,16 @@ class TorchBackend(ModelBackend):
         self.model = model.to(self.device).eval()
         self._forward = self.model
         self.compiled = False
+        self.compile_error: str | None = None
         if compile:
+            options = {"mode": "reduce-overhead", "dynamic": False} if compile_options is None else dict(compile_options)
             try:
-                self._forward = torch.compile(self.model, mode="reduce-overhead", dynamic=False)
+                self._forward = torch.compile(self.model, **options)
                 self.compiled = True
             except Exception as exc:  # no compiler toolchain, unsupported platform, ...
                 import warnings
 
+                self.compile_error = f"{type(exc).__name__}: {exc}"
                 warnings.warn(f"torch.compile unavailable ({exc}); the simulator model runs eagerly")
         self.bins = torch.as_tensor(tokenizer.BINS, device=self.device)
         self.name = f"torch-{self.device.type}-{precision}"
@@ -340,7 +346,7 @@ class TorchBackend(ModelBackend):
         return self.bins[tokens]
 
     def logits(self, states, tokens):
-        """float32 ``[B, V]`` last-position logits."""
+        """float32 ``[B, V]`` last-position logits (a tensor of its own, also when compiled)."""
         torch = self.torch
         tf32 = self.precision == "tf32"
         if self.device.type == "cuda":
@@ -349,11 +355,13 @@ class TorchBackend(ModelBackend):
         with torch.no_grad():
             if self.compiled:
                 try:
-                    return self._forward(states, tokens)
-                except Exception as exc:  # compilation happens at the first call
+                    # CUDA graphs reuse their output memory at the next replay: copy it out.
+                    return self._forward(states, tokens).clone()
+                except Exception as exc:  # compilation happens at the first call (and per new shape)
                     import warnings
 
-                    warnings.warn(f"torch.compile failed ({type(exc).__name__}: {exc}); running eagerly")
+                    self.compile_error = f"{type(exc).__name__}: {exc}"
+                    warnings.warn(f"torch.compile failed ({self.compile_error}); running eagerly")
                     self.compiled, self._forward = False, self.model
             return self.model(states, tokens)
 

@@ -23,6 +23,8 @@ Exactness and speed:
 """
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -34,6 +36,22 @@ from .backends import Array, ModelBackend
 from .control import PLAN, BatchedController, ControlInputs
 from .costs import compute_costs
 
+@functools.lru_cache(maxsize=None)
+def uniform_draws(seed: int, n: int) -> np.ndarray:
+    """The first ``n`` uniforms of ``RandomState(seed)`` (read-only; cached: seeds are < 10,000).
+
+    Building a large batch draws the same few thousand streams again and again (a training batch
+    repeats its files; tiled benchmark batches repeat seeds), so each is drawn once per process.
+    """
+    with _DRAW_LOCK:  # reseeding one generator is ~15x cheaper than building one per seed
+        _DRAW_STATE.seed(seed)
+        draws = _DRAW_STATE.random_sample(n)
+    draws.flags.writeable = False
+    return draws
+
+
+_DRAW_STATE = np.random.RandomState(0)
+_DRAW_LOCK = threading.Lock()
 
 @dataclass
 class RolloutResult:
@@ -78,30 +96,50 @@ class BatchedSimulator:
         t_max = int(self.lengths.max())
         padded = t_max + PLAN  # room for the plan of the last step
 
+        # Rows that drive the same segment data (a training batch repeats its files, paired rows
+        # share theirs, benchmark tiles share arrays) are laid out once on the host and gathered
+        # into the batch by the backend (on the device for a GPU backend): little host work and
+        # a small host-to-device copy even for very large batches.
+        unique: dict[tuple[int, ...], int] = {}
+        first: list[Segment] = []
+        row_of = np.empty(self.batch_size, dtype=np.int64)
+        for b, seg in enumerate(self.segments):
+            key = (id(seg.target_lataccel), id(seg.roll_lataccel), id(seg.v_ego), id(seg.a_ego),
+                   id(seg.steer_command))
+            j = unique.get(key)
+            if j is None:
+                j = unique[key] = len(first)
+                first.append(seg)
+            row_of[b] = j
+        u_lengths = np.array([s.n_rows for s in first], dtype=np.int64)
+        groups = [(int(n), np.flatnonzero(u_lengths == n)) for n in np.unique(u_lengths)]
+
         def column(name: str, width: int) -> np.ndarray:
-            out = np.empty((self.batch_size, width), dtype=np.float64)
-            for b, seg in enumerate(self.segments):
-                values = getattr(seg, name)
-                out[b, : len(values)] = values
-                out[b, len(values) :] = values[-1]
+            out = np.empty((len(first), width), dtype=np.float64)
+            for n, rows in groups:  # segments of equal length: one block copy each
+                block = np.stack([getattr(first[k], name) for k in rows])
+                out[rows, :n] = block
+                out[rows, n:] = block[:, -1:]  # edge padding past a segment's end
             return out
 
+        to = backend.asarray
+        gather = to(row_of)
         target = column("target_lataccel", padded)
         roll, v, a = column("roll_lataccel", padded), column("v_ego", padded), column("a_ego", padded)
         steer = column("steer_command", t_max)
-        to = backend.asarray
-        self.target, self.roll_lataccel, self.v_ego, self.a_ego = to(target), to(roll), to(v), to(a)
-        self.logged_steer = to(steer)
+        self.target, self.roll_lataccel = to(target)[gather], to(roll)[gather]
+        self.v_ego, self.a_ego = to(v)[gather], to(a)[gather]
+        self.logged_steer = to(steer)[gather]
         # Model input columns 1..3 never change: keep them in float32 once.
-        self._static_f32 = to(np.stack([roll, v, a], axis=-1).astype(np.float32))
-        # One uniform per step and segment, the official stream of RandomState(seed).
-        draws = np.stack(
-            [np.random.RandomState(s.seed).random_sample(t_max - CONTEXT_LENGTH) for s in self.segments]
-        )
-        self._uniforms = to(draws)
+        self._static_f32 = to(np.stack([roll, v, a], axis=-1).astype(np.float32))[gather]
+        # One uniform per step and segment, the official stream of RandomState(seed); rows with
+        # equal seeds share it.
+        seeds = np.array([s.seed for s in self.segments], dtype=np.int64)
+        u_seeds, seed_row = np.unique(seeds, return_inverse=True)
+        draws = np.stack([uniform_draws(int(s), t_max - CONTEXT_LENGTH) for s in u_seeds])
+        self._uniforms = to(draws)[to(seed_row.reshape(-1).astype(np.int64))]
         self._t_max = t_max
         self.step_idx = CONTEXT_LENGTH
-        self._allocated = False
 
     # -- stepping -----------------------------------------------------------------------------------
     def reset(self) -> ControlInputs:

@@ -157,7 +157,7 @@ def gpu_config(ctx: Ctx, overrides: dict) -> dict:
 
     over = {
         "device": ctx.device, "tinyphysics_model": str(ctx.model), "data.path": str(training_dir(ctx)),
-        "data.reserve_first": 0, "runs_dir": str(ctx.work / "runs"), "logging.progress": False,
+        "runs_dir": str(ctx.work / "runs"), "logging.progress": False, "train.copy_final_model": False,
     }
     if ctx.quick:
         over.update({"env.n_envs": 4, "env.compile": False, "bc.episodes": 1, "bc.epochs": 1,
@@ -593,12 +593,10 @@ def step_profile(ctx: Ctx) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from ppo_training.data.segments import list_segment_files
-    from ppo_training.environment.features import OBS_DIM
     from ppo_training.environment.lateral_env import VectorizedLateralControlEnv
     from ppo_training.policy.ppo_agent import PPOAgent, PPOConfig
     from ppo_training.sim.backends import TorchBackend
-    from ppo_training.training import build_policy, env_config_of
+    from ppo_training.training import build_policy, data_split, env_config_of
     from ppo_training.utils.replay_buffer import RolloutBuffer
 
     missed = missed_speed_targets(ctx.work)
@@ -611,8 +609,8 @@ def step_profile(ctx: Ctx) -> None:
     cuda = dev.startswith("cuda")
     # eager model: the profile then names the simulator's kernels (a CUDA graph shows as one)
     be = TorchBackend(ctx.model, device=dev, precision=cfg["env"]["precision"])
-    env = VectorizedLateralControlEnv(list_segment_files(cfg["data"]["path"]), n_envs, backend=be,
-                                      config=env_config_of(cfg), paired=True)
+    env = VectorizedLateralControlEnv(data_split(cfg)["train"], n_envs, backend=be, config=env_config_of(cfg),
+                                      paired=True)
     policy = build_policy(cfg).to(dev)
     obs, _ = env.reset(seed=0)
 
@@ -657,7 +655,7 @@ def step_profile(ctx: Ctx) -> None:
     out["env_top_ops"] = _top_ops(prof, cuda)
 
     num_steps = int(cfg["train"]["num_steps"])
-    buf = RolloutBuffer(num_steps, n_envs, OBS_DIM, dev)
+    buf = RolloutBuffer(num_steps, n_envs, env_config_of(cfg).obs_dim, dev)
     g = torch.Generator(device=dev).manual_seed(0)
     buf.obs.normal_(generator=g)
     buf.raw.normal_(generator=g)

@@ -169,3 +169,18 @@ def test_step_api_and_done(in_data_dir, onnx_backend):
     assert n == 480 and sim.done
     with pytest.raises(RuntimeError):
         sim.step(np.zeros(2))
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64])
+def test_last_position_graph_gives_the_full_graphs_logits_bit_for_bit(onnx_backend, reference_session, batch):
+    """The pruned graph (last MLP, final LayerNorm and head for the last position only) against the
+    unmodified model run one segment at a time, on random inputs spanning the model's range."""
+    rng = np.random.default_rng(batch)
+    states = np.concatenate([rng.uniform(-2, 2, (batch, 20, 1)), rng.normal(0, 1, (batch, 20, 1)),
+                             rng.uniform(0, 35, (batch, 20, 1)), rng.normal(0, 1, (batch, 20, 1))], -1).astype(np.float32)
+    tokens = rng.integers(0, 1024, (batch, 20))
+    got = onnx_backend.logits(states, tokens)
+    assert got.shape == (batch, 1, 1024)
+    for b in range(batch):
+        full = reference_session.run(None, {"states": states[b : b + 1], "tokens": tokens[b : b + 1]})[0]
+        assert np.array_equal(got[b, 0], full[0, -1]), b

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import resource
 import sys
 import time
@@ -47,9 +48,24 @@ def label_of(overrides: dict) -> str:
     return "default" if not overrides else " ".join(f"{k}={v}" for k, v in overrides.items())
 
 
-def run_one(cfg: dict, queue) -> None:
+def _exit_with_parent(parent: int) -> None:
+    """A child whose bench process was killed stops too (instead of training on, unseen)."""
+    import os
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(2.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def run_one(cfg: dict, queue, parent: int) -> None:
     """Child process: train, then report curves, throughput and peak memory through ``queue``."""
     from ppo_training.training import train
+
+    _exit_with_parent(parent)
 
     t0 = time.time()
     wall: list[float] = []
@@ -155,13 +171,12 @@ def main(argv=None) -> int:
         cfg["train"]["time_budget_s"] = args.budget_min * 60
         # The budget decides (or --steps, for comparisons at equal samples on a busy machine).
         cfg["train"]["total_timesteps"] = args.steps or 10**12
-        cfg["ppo"]["anneal_lr"] = cfg["ppo"]["anneal_lr"] and bool(args.steps)  # no schedule without a known end
         cfg["train"]["patience"] = None
         cfg["logging"]["progress"] = False
         label = label_of(g)
         print(f"[{k + 1}/{len(groups)}] {label}: training for {args.budget_min:g} min", flush=True)
         queue = ctx.Queue()
-        proc = ctx.Process(target=run_one, args=(cfg, queue), daemon=True)
+        proc = ctx.Process(target=run_one, args=(cfg, queue, os.getpid()), daemon=True)
         proc.start()
         try:
             res = queue.get()

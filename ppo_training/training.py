@@ -376,7 +376,11 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
             if t_cfg.get("time_budget_s") and time.time() - t_start > float(t_cfg["time_budget_s"]):
                 stopped = "time budget"
                 break
-            lr = agent.set_progress(update / n_updates)
+            # With a time budget the schedule follows whichever end comes first: steps or time.
+            fraction = update / n_updates
+            if t_cfg.get("time_budget_s"):
+                fraction = max(fraction, (time.time() - t_start) / float(t_cfg["time_budget_s"]))
+            lr = agent.set_progress(min(fraction, 1.0))
             t0 = time.time()
             buffer.reset()
             episode_costs: list[float] = []
@@ -408,6 +412,8 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                 buffer.compute_paired_advantages(ppo_cfg.gamma)
             else:
                 buffer.compute_returns(last_value, ppo_cfg.gamma, ppo_cfg.gae_lambda)
+            if ppo_cfg.adv_scale_per_env:
+                buffer.scale_advantages_per_env()
             if device.type == "cpu":
                 torch.set_num_threads(cpu_threads)  # the simulator is idle during the update
             u_stats = agent.update(buffer, generator=gen)

@@ -140,3 +140,17 @@ def test_training_options_run_and_clone_the_spread(in_train_dir, model_path):
     gsde = train({**cfg, "run_name": "gsde", "policy": {**cfg["policy"], "distribution": "gsde"},
                   "bc": {**cfg["bc"], "learn_std": False}})
     assert gsde.global_step == 1600 and np.isfinite(gsde.best_val_cost)
+
+
+def test_advantages_scaled_per_env_give_each_segment_an_equal_say():
+    from ppo_training.utils.replay_buffer import RolloutBuffer
+
+    buf = RolloutBuffer(50, 4, 3)
+    gen = torch.Generator().manual_seed(0)
+    scales = torch.tensor([0.1, 1.0, 10.0, 100.0])
+    buf.advantages = torch.randn((50, 4), generator=gen) * scales
+    before = buf.advantages.clone()
+    buf.scale_advantages_per_env()
+    torch.testing.assert_close(buf.advantages.std(dim=0), torch.ones(4))
+    # each column only rescaled: signs and order within an env are kept
+    assert torch.equal(torch.sign(buf.advantages), torch.sign(before))

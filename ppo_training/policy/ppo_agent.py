@@ -32,6 +32,7 @@ class PPOConfig:
     ent_coef: float = 0.0
     max_grad_norm: float = 0.5
     norm_adv: bool = True
+    adv_scale_per_env: bool = False  # divide each env's advantages by their spread before the update
     target_kl: float | None = 0.02  # stop the epochs of an update early past this KL
     reward_scale: float = 0.02      # rewards are -cost contributions; scaled for the critic
     reward_norm: bool = False       # divide rewards by the running std of the discounted return instead

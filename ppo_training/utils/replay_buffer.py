@@ -70,6 +70,16 @@ class RolloutBuffer:
         self.advantages[:, 0::2] = diff
         self.advantages[:, 1::2] = -diff
 
+    @torch.no_grad()
+    def scale_advantages_per_env(self) -> None:
+        """Divide each env's advantages by their spread over the rollout.
+
+        Segments differ a lot in how much a small steer change costs (speed, curvature, how
+        noisy the simulator is there), so a few costly segments would otherwise set the direction
+        of every update; scaled per env, each segment gets an equal say.
+        """
+        self.advantages = self.advantages / (self.advantages.std(dim=0, keepdim=True) + 1e-8)
+
     def flat(self) -> dict[str, torch.Tensor]:
         """All fields flattened to ``[T*N, ...]`` for minibatching."""
         n = self.num_steps * self.num_envs

@@ -385,6 +385,11 @@ def step_throughput(ctx: Ctx) -> None:
             sps, first = None, None
             out.setdefault("oom", []).append(f"{mode} {prec} batch {b}")
             _free(ctx.device)
+        except RuntimeError as exc:  # a kernel refusing a shape: recorded, the other sizes still run
+            sps, first = None, None
+            out.setdefault("errors", []).append(f"{mode} {prec} batch {b}: {type(exc).__name__}: {str(exc)[:300]}")
+            say(f"{mode:8s} {prec} batch {b:>7d}: failed: {str(exc)[:200]}")
+            _free(ctx.device)
         out[mode].setdefault(prec, {})[str(b)] = sps
         if mode == "compiled":
             out["compile"].setdefault(prec, {}).setdefault("first_calls_s", {})[str(b)] = first
@@ -779,7 +784,9 @@ def step_notebook(ctx: Ctx) -> None:
     if ctx.left() - reserve < budget:
         budget = max(ctx.left() - reserve, 1.0)  # the first update runs whatever the budget
         say(f"notebook: training budget cut to {budget:.0f} s by the step deadline")
-    cfg = gpu_config(ctx, {"runs_dir": str(ctx.work / "nb_runs")})
+    # 2,048 envs: a one-minute run then still makes several updates after its start-up (reference
+    # costs, cloning, the first validation)
+    cfg = gpu_config(ctx, {"runs_dir": str(ctx.work / "nb_runs"), **({} if ctx.quick else {"env.n_envs": 2048})})
     config = ctx.work / "notebook_config.yaml"
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     load_config(config)  # fail here, not in the kernel, if it does not load

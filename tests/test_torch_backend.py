@@ -129,12 +129,13 @@ def _count_host_transfers(fn) -> dict:
 def test_env_steps_on_the_torch_backend_never_read_back_or_copy_from_the_host(in_data_dir, model_path):
     """A training step (policy + simulator + features + reward) stays on the device: on a GPU any read
     of a device value or copy of a host array there is a synchronisation that stalls every step."""
-    from ppo_training.environment.lateral_env import EnvConfig, VectorizedLateralControlEnv
-    from ppo_training.training import build_policy, load_config
+    from ppo_training.environment.lateral_env import VectorizedLateralControlEnv
+    from ppo_training.training import build_policy, env_config_of, load_config
 
+    cfg = load_config(PROJECT_ROOT / "config.gpu.yaml")  # the GPU config's observation (with the model prediction)
     env = VectorizedLateralControlEnv(list_segment_files("data"), 4, backend=TorchBackend(model_path, device="cpu"),
-                                      config=EnvConfig("residual", 0.3), paired=True)
-    policy = build_policy(load_config(PROJECT_ROOT / "config.gpu.yaml"))
+                                      config=env_config_of(cfg), paired=True)
+    policy = build_policy(cfg)
     obs, _ = env.reset(seed=0)
     state = {"obs": obs}
 

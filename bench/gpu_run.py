@@ -940,7 +940,7 @@ def main(argv=None) -> int:
     p.add_argument("--assets", default=str(ROOT / ".gpu_assets"), help="folder with models/ and data/")
     p.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     p.add_argument("--quick", action="store_true", help="toy sizes on the CPU: checks that every step runs")
-    p.add_argument("--train-min", type=float, default=4.0, help="training minutes of the train step")
+    p.add_argument("--train-min", type=float, default=2.5, help="training minutes of the train step")
     p.add_argument("--nb-budget-s", type=float, default=60.0, help="training seconds of the notebook step")
     p.add_argument("--step-deadline", type=float, default=None, help="epoch seconds this step must end by")
     p.add_argument("--started", type=float, default=None, help="epoch seconds the whole run started")

@@ -5,7 +5,7 @@
 #   bash bench/gpu_run.sh [options] OUTDIR
 #
 #   --quick            toy sizes on the CPU (a smoke run of every step; CI runs it)
-#   --train-min M      minutes of training in the train step (default 4)
+#   --train-min M      minutes of training in the train step (default 2.5)
 #   --nb-budget-s S    seconds of training in the notebook step (default 60)
 #   --total-s S        wall-time budget of the whole run, start-up included (default 540); later
 #                      steps get what is left when earlier ones ran long
@@ -25,9 +25,9 @@ ROOT=$PWD
 PYTHON=${PYTHON:-python3}
 STARTED=$(date +%s)
 
-QUICK=0 TRAIN_MIN=4 NB_BUDGET_S=60 TOTAL_S="" ASSETS=$ROOT/.gpu_assets DEVICE="" OUT="" USER_LIMITS=() ONLY=""
-declare -A LIMIT=([info]=60 [correctness]=45 [throughput]=90 [eval5k]=30 [ppo]=75 [profile]=45
-                  [train]=0 [notebook]=140)
+QUICK=0 TRAIN_MIN=2.5 NB_BUDGET_S=60 TOTAL_S="" ASSETS=$ROOT/.gpu_assets DEVICE="" OUT="" USER_LIMITS=() ONLY=""
+declare -A LIMIT=([info]=60 [correctness]=45 [throughput]=90 [eval5k]=30 [ppo]=60 [profile]=35
+                  [train]=0 [notebook]=170)
 # a step squeezed below its minimum by the run's budget is skipped instead of started
 declare -A MIN_S=([info]=10 [correctness]=10 [throughput]=20 [eval5k]=10 [ppo]=20 [profile]=15
                   [train]=90 [notebook]=45)

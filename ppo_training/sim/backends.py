@@ -356,10 +356,19 @@ class TorchBackend(ModelBackend):
     def logits(self, states, tokens):
         """float32 ``[B, V]`` last-position logits (a tensor of its own, also when compiled)."""
         torch = self.torch
-        tf32 = self.precision == "tf32"
-        if self.device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            torch.backends.cudnn.allow_tf32 = tf32
+        if self.device.type != "cuda":
+            return self._logits(states, tokens)
+        # TensorFloat-32 for the simulator's matmuls only: the flags are global, and the policy's
+        # log-probabilities (PPO's ratios) should stay in full fp32.
+        saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
+        try:
+            return self._logits(states, tokens)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+    def _logits(self, states, tokens):
+        torch = self.torch
         with torch.no_grad():
             if self.compiled:
                 try:

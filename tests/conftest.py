@@ -55,26 +55,26 @@ def train_files_src() -> list[Path]:
     pytest.fail("no training-region segments (data/05000.csv ...) were found; fetch the assets")
 
 
-@pytest.fixture()
-def in_train_dir(tmp_path, train_files_src, monkeypatch) -> Path:
-    """A working directory whose ``data/`` holds four training-region segments."""
+def _workdir_with_data(tmp_path: Path, files: list[Path], monkeypatch) -> Path:
+    """``tmp_path`` as the working directory, its ``data/`` holding copies of ``files``."""
     data = tmp_path / "data"
     data.mkdir()
-    for f in train_files_src:
+    for f in files:
         shutil.copy(f, data / f.name)
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture()
+def in_train_dir(tmp_path, train_files_src, monkeypatch) -> Path:
+    """A working directory whose ``data/`` holds four training-region segments."""
+    return _workdir_with_data(tmp_path, train_files_src, monkeypatch)
 
 
 @pytest.fixture()
 def in_data_dir(tmp_path, real_files_src, monkeypatch) -> Path:
     """A working directory holding ``data/`` with the real segments, so paths read ``data/0000k.csv``."""
-    data = tmp_path / "data"
-    data.mkdir()
-    for f in real_files_src:
-        shutil.copy(f, data / f.name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    return _workdir_with_data(tmp_path, real_files_src, monkeypatch)
 
 
 @pytest.fixture(scope="session")

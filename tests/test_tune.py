@@ -104,7 +104,7 @@ def test_project_space_file_is_valid_against_config_yaml():
     assert kinds["env.n_envs"] == "categorical" and kinds["ppo.update_epochs"] == "int"
     hidden = next(p for p in space.params if p.key == "policy.hidden")
     cfg = apply_params(load_config(None), {"policy.hidden": hidden.choices[-1], "env.n_envs": 32})
-    assert cfg["policy"]["hidden"] == [128, 128, 128] and cfg["env"]["n_envs"] == 32
+    assert cfg["policy"]["hidden"] == [256, 256] and cfg["env"]["n_envs"] == 32
 
 
 @pytest.mark.parametrize("params, message", [

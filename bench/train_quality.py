@@ -61,7 +61,7 @@ def score_checkpoint(ckpt_path: str | Path, real: Path, model_path: str | None =
     """
     ckpt = load_checkpoint(ckpt_path)
     policy = build_policy(ckpt["config"], ckpt["obs_dim"])
-    policy.load_state_dict(ckpt["policy"])
+    policy.load_state_dict(ckpt.get("eval_policy") or ckpt["policy"])
     missing = [f for f in EVAL_FILES if not (Path(real) / f).is_file()]
     if missing:
         raise FileNotFoundError(f"{real}: the evaluation segments {', '.join(missing)} are missing; fetch the assets")

@@ -270,11 +270,27 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
         if writer is not None:
             writer.add_scalar(name, value, step)
 
+    # Polyak averaging of the policy's weights over updates (train.policy_ema = the decay, 0: off):
+    # a policy that PPO keeps nudging around an optimum is evaluated (and saved for evaluation) as
+    # the average of its recent iterates.  The online weights keep training.
+    ema_decay = float(t_cfg.get("policy_ema", 0.0) or 0.0)
+    if not 0.0 <= ema_decay < 1.0:
+        raise ValueError(f"train.policy_ema must be in [0, 1), got {ema_decay}")
+    eval_policy = copy.deepcopy(policy) if ema_decay else policy
+
+    @torch.no_grad()
+    def update_ema() -> None:
+        for (name, avg), cur in zip(eval_policy.state_dict().items(), policy.state_dict().values()):
+            if avg.dtype.is_floating_point and not name.startswith("obs_norm"):
+                avg.mul_(ema_decay).add_(cur, alpha=1.0 - ema_decay)
+            else:  # observation statistics: the current ones
+                avg.copy_(cur)
+
     def validate() -> float:
         from .controllers.policy import PolicyController
 
         policy.eval()
-        res = evaluate(PolicyController(policy, env_cfg), split["val"],
+        res = evaluate(PolicyController(eval_policy, env_cfg), split["val"],
                        backend=val_backend, progress=False)
         policy.train()
         return float(res.table["total_cost"].mean())
@@ -289,6 +305,8 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
     def checkpoint_payload(update: int) -> dict:
         return {
             "format": FORMAT, "policy": policy.state_dict(), "optimizer": agent.optimizer.state_dict(),
+            # what validation evaluated (the averaged weights with train.policy_ema): what evaluation loads
+            "eval_policy": eval_policy.state_dict() if ema_decay else None,
             "config": cfg, "obs_dim": obs_dim, "env_config": env_cfg.__dict__, "update": update,
             "global_step": global_step, "best_val": best_val, "bad_vals": bad_vals,
             "torch_rng": torch.get_rng_state(), "gen_rng": gen.get_state(),
@@ -302,6 +320,8 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
 
     if ckpt is not None:
         policy.load_state_dict(ckpt["policy"])
+        if ema_decay:
+            eval_policy.load_state_dict(ckpt.get("eval_policy") or ckpt["policy"])
         agent.optimizer.load_state_dict(ckpt["optimizer"])
         torch.set_rng_state(ckpt["torch_rng"])
         gen.set_state(ckpt["gen_rng"])
@@ -336,7 +356,7 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
             log_validation(val0, 0)
             best_val = val0  # PPO's policies must beat the one it starts from to become best.pt
             save_atomic(checkpoint_payload(0), ckpt_dir / "best.pt")
-            emit("validation", {"global_step": 0, "val_cost": val0, "policy": policy, "env_config": env_cfg,
+            emit("validation", {"global_step": 0, "val_cost": val0, "policy": eval_policy, "env_config": env_cfg,
                                 "val_files": split["val"], "backend": val_backend, "run_dir": run_dir,
                                 "references": references})
 
@@ -355,7 +375,7 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
         val = validate()
         log_validation(val, global_step)
         last_validated = global_step
-        emit("validation", {"global_step": global_step, "val_cost": val, "policy": policy, "env_config": env_cfg,
+        emit("validation", {"global_step": global_step, "val_cost": val, "policy": eval_policy, "env_config": env_cfg,
                             "val_files": split["val"], "backend": val_backend, "run_dir": run_dir,
                             "references": references})
         if val < best_val:
@@ -421,6 +441,8 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
                 torch.set_num_threads(1)
             if policy.normalize_obs:
                 policy.obs_norm.update(buffer.obs)
+            if ema_decay:
+                update_ema()
             sps = batch / (time.time() - t0)
             for k, v in u_stats.items():
                 log(f"losses/{k}", v, global_step)

@@ -154,3 +154,27 @@ def test_advantages_scaled_per_env_give_each_segment_an_equal_say():
     torch.testing.assert_close(buf.advantages.std(dim=0), torch.ones(4))
     # each column only rescaled: signs and order within an env are kept
     assert torch.equal(torch.sign(buf.advantages), torch.sign(before))
+
+
+def test_policy_averaging_is_what_validation_and_evaluation_see(in_train_dir, model_path):
+    from ppo_training.controllers.policy import PolicyController
+    from ppo_training.evaluation import evaluate
+    from ppo_training.sim.backends import make_backend
+    from ppo_training.utils.checkpoint import load_checkpoint
+
+    cfg = load_config(None, {
+        "data.path": "data", "data.val_fraction": 0.0, "data.val_segments": 1, "env.n_envs": 4,
+        "train.total_timesteps": 4800, "train.eval_every": 3, "train.policy_ema": 0.5, "bc.episodes": 1,
+        "bc.epochs": 1, "logging.progress": False, "logging.tensorboard": False, "device": "cpu",
+        "runs_dir": str(in_train_dir / "runs"), "run_name": "ema", "tinyphysics_model": str(model_path),
+        "train.reference_costs": False, "train.copy_final_model": False,
+    })
+    r = train(cfg)
+    ck = load_checkpoint(r.final_model)
+    online, averaged = ck["policy"], ck["eval_policy"]
+    moved = [k for k in online if k.startswith("actor") and not torch.equal(online[k], averaged[k])]
+    assert moved, "the averaged actor equals the online one"
+    ctrl = PolicyController.from_checkpoint(r.final_model)
+    cost = evaluate(ctrl, ck["files"]["val"], backend=make_backend("onnx", model_path), progress=False).table
+    # the run's last validation evaluated exactly the weights that evaluation loads
+    assert float(cost["total_cost"].mean()) == r.stats["validation/cost_mean"][-1]

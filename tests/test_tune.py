@@ -62,7 +62,7 @@ def toy(tmp_path_factory, model_path):
     for f in _training_files():
         shutil.copy(f, root / "data" / f.name)
     cfg = load_config(None, {
-        "data.path": str(root / "data"), "data.reserve_first": 0, "data.val_fraction": 0.34,
+        "data.path": str(root / "data"), "data.reserve_official": False, "data.val_fraction": 0.34,
         "data.test_fraction": 0.0, "data.val_segments": 2, "env.n_envs": 4, "train.total_timesteps": 3200,
         "train.eval_every": 1, "train.checkpoint_every": 100, "train.patience": None, "bc.episodes": 1,
         "bc.epochs": 1, "logging.progress": False, "device": "cpu", "runs_dir": str(root / "runs"),
@@ -153,8 +153,9 @@ def test_sqlite_sweep_records_trials_and_rerun_continues_the_study(toy, sqlite_s
         run_dir = toy / "runs" / name / str(t.number)
         assert a["run_dir"] == str(run_dir) and a["stopped_reason"] == "done" and a["final_global_step"] == 3200
         assert a["best_checkpoint"] == str(run_dir / "checkpoints" / "best.pt") and Path(a["best_checkpoint"]).is_file()
-        assert [s for s, _ in a["val_curve"]] == [1600, 3200] and t.value == min(c for _, c in a["val_curve"])
-        assert sorted(t.intermediate_values) == [1600, 3200]  # reported to the pruner
+        # the starting (cloned) policy's validation, then one per eval_every updates
+        assert [s for s, _ in a["val_curve"]] == [0, 1600, 3200] and t.value == min(c for _, c in a["val_curve"])
+        assert sorted(t.intermediate_values) == [0, 1600, 3200]  # reported to the pruner
         assert list(run_dir.glob("events.out.tfevents.*"))  # TensorBoard
         saved = yaml.safe_load((run_dir / "config.yaml").read_text())
         assert saved["policy"]["hidden"] in ([16, 16], [32]) and saved["ppo"]["clip_coef"] == t.params["ppo.clip_coef"]
@@ -171,23 +172,27 @@ def test_pruner_stops_the_training_run_and_marks_the_trial(toy, tmp_path):
     cfg["runs_dir"] = str(tmp_path / "runs")
     space = SearchSpace.from_dict(SPACE, cfg)
     settings = SweepSettings(study_name="prune", n_trials=1, storage=f"sqlite:///{tmp_path}/p.db")
-    study = run_sweep(cfg, space, settings, pruner=optuna.pruners.ThresholdPruner(upper=0.0), log=lambda s: None)
+    # every cost is above 0: pruned at the first report past the warm-up (the starting policy's is step 0)
+    pruner = optuna.pruners.ThresholdPruner(upper=0.0, n_warmup_steps=1)
+    study = run_sweep(cfg, space, settings, pruner=pruner, log=lambda s: None)
     (t,) = study.get_trials()
     assert t.state == TrialState.PRUNED and t.user_attrs["stopped_reason"] == "pruned"
-    assert t.user_attrs["final_global_step"] == 1600 < 3200  # stopped after the first validation
-    assert len(t.user_attrs["val_curve"]) == 1 and (tmp_path / "runs" / "prune" / "0" / "checkpoints" / "best.pt").is_file()
+    assert t.user_attrs["final_global_step"] == 1600 < 3200  # stopped after the first PPO validation
+    assert [s for s, _ in t.user_attrs["val_curve"]] == [0, 1600] and (tmp_path / "runs" / "prune" / "0" / "checkpoints" / "best.pt").is_file()
 
 
-def test_run_that_never_validated_is_scored_on_its_final_model(toy, tmp_path):
-    from ppo_training.tune.runner import train_and_score
+def test_run_stopped_between_validations_is_scored_on_its_final_model(toy, tmp_path):
+    from ppo_training.tune.runner import train_and_score, validate_checkpoint
 
     cfg = load_config(toy / "tiny.yaml")
     cfg.update(runs_dir=str(tmp_path / "runs"), run_name="short")
-    cfg["train"].update(eval_every=100, time_budget_s=1e-3)  # stops before the only validation
+    # no validation of the starting policy, and the budget ends the run long before update 100's
+    cfg["train"].update(eval_every=100, time_budget_s=1e-3, validate_at_start=False)
     out = train_and_score(cfg)
-    assert out.result.stopped_because == "time budget" and out.result.best_model is None
+    assert out.result.stopped_because == "time budget" and 0 < out.result.global_step < 3200
     assert math.isfinite(out.value) and out.curve == [(out.result.global_step, out.value)]
-    assert out.best_checkpoint == out.result.final_model
+    # the value is the final model's validation cost, recomputed here from the saved checkpoint
+    assert out.value == validate_checkpoint(out.result.final_model, cfg["tinyphysics_model"])
 
 
 # -- PostgreSQL: two workers, one study -----------------------------------------------------------------
@@ -342,7 +347,7 @@ def test_seeds_mode_reports_mean_std_ci_and_writes_json_and_png(toy, seed_study,
     assert summary["n"] == 2 and summary["mean"] == pytest.approx(np.mean(values))
     assert summary["std"] == pytest.approx(np.std(values, ddof=1))
     assert summary["ci95"][0] <= summary["mean"] <= summary["ci95"][1]
-    assert all(len(s["curve"]) == 2 and Path(s["best_checkpoint"]).is_file() for s in summary["seeds"])
+    assert all([p[0] for p in s["curve"]] == [0, 1600, 3200] and Path(s["best_checkpoint"]).is_file() for s in summary["seeds"])
     refs = summary["references"]
     assert refs["n_files"] == 2 and refs["teacher"] > 0 and refs["pid"] > 0
     assert (seed_study / "seeds.png").stat().st_size > 10_000

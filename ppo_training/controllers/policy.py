@@ -101,7 +101,8 @@ class PolicyController(_FeatureController):
         ckpt = load_checkpoint(path)
         try:
             policy = build_policy(ckpt["config"], ckpt["obs_dim"])
-            policy.load_state_dict(ckpt["policy"])
+            # the weights validation evaluated (averaged ones with train.policy_ema), else the online ones
+            policy.load_state_dict(ckpt.get("eval_policy") or ckpt["policy"])
             env_cfg = EnvConfig(**ckpt["env_config"])
         except (KeyError, RuntimeError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{path}: checkpoint does not match this version's policy ({exc})") from None

@@ -133,6 +133,17 @@ def plot(results: list[dict], path: Path, budget_min: float) -> None:
     plt.close(fig)
 
 
+def write_results(out: Path, args: argparse.Namespace, results: list[dict]) -> None:
+    """results.json and curves.png of the configurations finished so far (each file replaced atomically)."""
+    refs = next((r["references"] for r in results if r.get("ok") and r["references"]), {})
+    summary = {"budget_min": args.budget_min, "seed": args.seed, "references": refs, "results": results}
+    tmp = out / "results.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2))
+    os.replace(tmp, out / "results.json")
+    plot(results, out / "curves.tmp.png", args.budget_min)
+    os.replace(out / "curves.tmp.png", out / "curves.png")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--budget-min", type=float, required=True, help="training wall time per configuration")
@@ -193,26 +204,25 @@ def main(argv=None) -> int:
                   f"{res['global_step']:,} transitions, {res['env_steps_per_s']:,.0f} env-steps/s", flush=True)
         else:
             print(f"    failed: {res['error']}", flush=True)
+        # after each configuration, so a long ablation that is stopped keeps what it finished
+        write_results(out, args, results)
 
     refs = next((r["references"] for r in results if r.get("ok") and r["references"]), {})
     teacher, pid = refs.get("teacher", float("nan")), refs.get("pid", float("nan"))
     print(f"\nPPO learning, {args.budget_min:g} min per configuration, seed {args.seed}; validation on "
           f"{len(results[0].get('val_cost', [])) and 'real'} validation segments")
-    head = f"{'configuration':<52}{'start':>9}{'final':>9}{'best':>9}{'/teacher':>10}{'/PID':>8}{'steps':>12}{'steps/s':>9}{'peak MB':>9}"
+    head = f"{'configuration':<52}{'start':>9}{'final':>9}{'best':>9}{'/teacher':>10}{'final/t':>9}{'/PID':>8}{'steps':>12}{'steps/s':>9}{'peak MB':>9}"
     print(head)
     print("-" * len(head))
-    print(f"{'teacher (PID + feedforward)':<52}{'':>9}{teacher:>9.3f}{'':>9}{1.0:>10.3f}{teacher / pid:>8.3f}")
-    print(f"{'PID':<52}{'':>9}{pid:>9.3f}{'':>9}{pid / teacher:>10.3f}{1.0:>8.3f}")
+    print(f"{'teacher (PID + feedforward)':<52}{'':>9}{teacher:>9.3f}{'':>9}{1.0:>10.3f}{1.0:>9.3f}{teacher / pid:>8.3f}")
+    print(f"{'PID':<52}{'':>9}{pid:>9.3f}{'':>9}{pid / teacher:>10.3f}{pid / teacher:>9.3f}{1.0:>8.3f}")
     for r in results:
         if not r["ok"]:
             print(f"{r['label'][:51]:<52}  failed: {r['error']}")
             continue
         v = r["val_cost"]
         print(f"{r['label'][:51]:<52}{v[0]:>9.3f}{v[-1]:>9.3f}{r['best_val']:>9.3f}{r['best_val'] / teacher:>10.3f}"
-              f"{r['best_val'] / pid:>8.3f}{r['global_step']:>12,}{r['env_steps_per_s']:>9,.0f}{r['peak_rss_mb']:>9.0f}")
-    summary = {"budget_min": args.budget_min, "seed": args.seed, "references": refs, "results": results}
-    (out / "results.json").write_text(json.dumps(summary, indent=2))
-    plot(results, out / "curves.png", args.budget_min)
+              f"{v[-1] / teacher:>9.3f}{r['best_val'] / pid:>8.3f}{r['global_step']:>12,}{r['env_steps_per_s']:>9,.0f}{r['peak_rss_mb']:>9.0f}")
     print(f"\nresults: {out / 'results.json'}\nplot:    {out / 'curves.png'}")
     return 0 if all(r["ok"] for r in results) else 1
 

@@ -35,6 +35,15 @@ def test_seed_depends_on_path_string():
     assert segment_seed("./data/00000.csv") == 3963
 
 
+def test_segment_seed_is_the_official_harness_one_for_any_spelling(tmp_path, monkeypatch, real_files_src):
+    # The official harness seeds with str(Path(p)), so "./data/x.csv" and "data//x.csv" are "data/x.csv".
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "00000.csv").write_bytes(real_files_src[0].read_bytes())
+    monkeypatch.chdir(tmp_path)
+    seeds = {s.seed for s in load_segments(["data/00000.csv", "./data/00000.csv", "data//00000.csv"])}
+    assert seeds == {3285}
+
+
 def test_cost_formula():
     rng = np.random.default_rng(0)
     target, pred = rng.normal(size=(3, 600)), rng.normal(size=(3, 600))

@@ -69,7 +69,8 @@ class Segment:
 
     @property
     def seed(self) -> int:
-        return segment_seed(self.path)
+        # the official harness seeds with str(Path(p)): "./data/00000.csv" is "data/00000.csv" there
+        return segment_seed(str(Path(self.path)))
 
 
 def _numeric_column(df: pd.DataFrame, column: str, path: str, allow_nan_from: int | None) -> np.ndarray:

@@ -218,9 +218,17 @@ def seeds_figure(summaries: Sequence[dict[str, Any]], ax=None):
                      f"95% CI [{_fmt(summary['ci95'][0], 2)}, {_fmt(summary['ci95'][1], 2)}])") if j == 0 else None
             ax.plot(curve[:, 0], curve[:, 1], "-o", color=color, lw=1.2, ms=3, alpha=0.8, label=label)
     refs = next((s["references"] for s in summaries if s.get("references")), {})
+    costs = [c[1] for s in summaries for seed in s["seeds"] for c in seed["curve"] if c[1] is not None]
+    top = max(costs + [refs.get("teacher") or 0.0])
     for name, style in (("teacher", "--"), ("pid", ":")):
-        if refs.get(name) is not None:
-            ax.axhline(refs[name], color="k", ls=style, lw=1.2, label=f"{name} {refs[name]:.2f}")
+        value = refs.get(name)
+        if value is None:
+            continue
+        if name == "pid" and costs and value > 2 * top:
+            # far above the curves: stated, not drawn, so the curves keep the plot's height
+            ax.text(0.99, 0.98, f"pid {value:.2f} (off scale)", transform=ax.transAxes, ha="right", va="top")
+        else:
+            ax.axhline(value, color="k", ls=style, lw=1.2, label=f"{name} {value:.2f}")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("validation cost (mean total_cost)")
     ax.set_title("validation cost per seed" + (f" ({len(summaries[0]['seeds'])} seeds)" if len(summaries) == 1 else ""))

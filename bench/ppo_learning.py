@@ -98,14 +98,18 @@ def plot(results: list[dict], path: Path, budget_min: float) -> None:
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
     refs = next((r["references"] for r in results if r.get("ok") and r["references"]), {})
+    # A configuration far worse than the teacher would squash the others: the scale stops at
+    # 1.5x the teacher and such curves are marked as leaving it.
+    cap = 1.5 * refs["teacher"] if "teacher" in refs else float("inf")
     lo, hi = [], []
     for r in results:
         if not r.get("ok") or not r["val_cost"]:
             continue
         minutes = [w / 60 for w in r["val_wall_s"]]
-        ax.plot(minutes, r["val_cost"], marker="o", ms=3, label=r["label"])
+        off = max(r["val_cost"]) > cap
+        ax.plot(minutes, r["val_cost"], marker="o", ms=3, label=r["label"] + (" (leaves the scale)" if off else ""))
         lo.append(min(r["val_cost"]))
-        hi.append(max(r["val_cost"]))
+        hi.append(min(max(r["val_cost"]), cap))
     if "teacher" in refs:
         t = refs["teacher"]
         ax.axhline(t, color="k", ls="--", lw=1, label=f"teacher {t:.2f}")
@@ -114,7 +118,7 @@ def plot(results: list[dict], path: Path, budget_min: float) -> None:
         hi.append(t)
     if "pid" in refs:
         p = refs["pid"]
-        if hi and p > 2 * max(hi):  # off the scale of interest: state it instead of squashing the plot
+        if p > cap or (hi and p > 2 * max(hi)):  # off the scale of interest: stated, not drawn
             ax.text(0.99, 0.98, f"PID {p:.1f} (off scale)", transform=ax.transAxes, ha="right", va="top")
         else:
             ax.axhline(p, color="r", ls="--", lw=1, label=f"PID {p:.2f}")

@@ -90,6 +90,11 @@ def run_one(cfg: dict, queue, parent: int) -> None:
         queue.put({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
 
 
+def references_of(results: list[dict]) -> dict:
+    """The teacher's and PID's validation costs, from the first configuration that ran."""
+    return next((r["references"] for r in results if r.get("ok") and r["references"]), {})
+
+
 def plot(results: list[dict], path: Path, budget_min: float) -> None:
     import matplotlib
 
@@ -97,7 +102,7 @@ def plot(results: list[dict], path: Path, budget_min: float) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    refs = next((r["references"] for r in results if r.get("ok") and r["references"]), {})
+    refs = references_of(results)
     # A configuration far worse than the teacher would squash the others: the scale stops at
     # 1.5x the teacher and such curves are marked as leaving it.
     cap = 1.5 * refs["teacher"] if "teacher" in refs else float("inf")
@@ -139,7 +144,7 @@ def plot(results: list[dict], path: Path, budget_min: float) -> None:
 
 def write_results(out: Path, args: argparse.Namespace, results: list[dict]) -> None:
     """results.json and curves.png of the configurations finished so far (each file replaced atomically)."""
-    refs = next((r["references"] for r in results if r.get("ok") and r["references"]), {})
+    refs = references_of(results)
     summary = {"budget_min": args.budget_min, "seed": args.seed, "references": refs, "results": results}
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2))
@@ -211,7 +216,7 @@ def main(argv=None) -> int:
         # after each configuration, so a long ablation that is stopped keeps what it finished
         write_results(out, args, results)
 
-    refs = next((r["references"] for r in results if r.get("ok") and r["references"]), {})
+    refs = references_of(results)
     teacher, pid = refs.get("teacher", float("nan")), refs.get("pid", float("nan"))
     print(f"\nPPO learning, {args.budget_min:g} min per configuration, seed {args.seed}; validation on "
           f"{len(results[0].get('val_cost', [])) and 'real'} validation segments")

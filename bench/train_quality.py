@@ -33,7 +33,7 @@ from ppo_training.controllers import PIDController  # noqa: E402
 from ppo_training.controllers.policy import PolicyController, TeacherController  # noqa: E402
 from ppo_training.evaluation import evaluate  # noqa: E402
 from ppo_training.sim.backends import make_backend  # noqa: E402
-from ppo_training.training import build_policy, env_config_of, load_config, train  # noqa: E402
+from ppo_training.training import load_config, train  # noqa: E402
 from ppo_training.utils.checkpoint import load_checkpoint  # noqa: E402
 
 EVAL_FILES = [f"{k:05d}.csv" for k in range(8)]
@@ -59,9 +59,8 @@ def score_checkpoint(ckpt_path: str | Path, real: Path, model_path: str | None =
     Returns mean costs per controller (``rows``), per-segment total costs, PPO / PID and PPO / teacher
     ratios and peak memory.
     """
-    ckpt = load_checkpoint(ckpt_path)
-    policy = build_policy(ckpt["config"], ckpt["obs_dim"])
-    policy.load_state_dict(ckpt.get("eval_policy") or ckpt["policy"])
+    policy = PolicyController.from_checkpoint(ckpt_path)
+    ckpt = policy.checkpoint
     missing = [f for f in EVAL_FILES if not (Path(real) / f).is_file()]
     if missing:
         raise FileNotFoundError(f"{real}: the evaluation segments {', '.join(missing)} are missing; fetch the assets")
@@ -76,7 +75,7 @@ def score_checkpoint(ckpt_path: str | Path, real: Path, model_path: str | None =
             files = [f"data/{f}" for f in EVAL_FILES]
             rows, per_segment = {}, {}
             for name, ctrl in (("pid", PIDController()), ("teacher", TeacherController()),
-                               ("ppo", PolicyController(policy, env_config_of(ckpt["config"])))):
+                               ("ppo", policy)):
                 table = evaluate(ctrl, files, backend=backend, progress=False).table
                 rows[name] = {c: float(table[c].mean()) for c in ("lataccel_cost", "jerk_cost", "total_cost")}
                 per_segment[name] = table["total_cost"].tolist()

@@ -35,7 +35,7 @@ from .policy.exploration import ExplorationNoise
 from .policy.factory import build_policy  # also re-exported: callers import it from here
 from .policy.ppo_agent import PPOAgent, PPOConfig
 from .sim.backends import make_backend
-from .utils.checkpoint import FORMAT, latest_checkpoint, load_checkpoint, save_atomic
+from .utils.checkpoint import FORMAT, evaluation_weights, latest_checkpoint, load_checkpoint, save_atomic
 from .utils.normalization import ReturnNormalizer
 from .utils.progress import progress
 from .utils.replay_buffer import RolloutBuffer
@@ -321,7 +321,7 @@ def train(cfg: dict, *, resume: str | None = None, callbacks: list[Callback] | N
     if ckpt is not None:
         policy.load_state_dict(ckpt["policy"])
         if ema_decay:
-            eval_policy.load_state_dict(ckpt.get("eval_policy") or ckpt["policy"])
+            eval_policy.load_state_dict(evaluation_weights(ckpt))
         agent.optimizer.load_state_dict(ckpt["optimizer"])
         torch.set_rng_state(ckpt["torch_rng"])
         gen.set_state(ckpt["gen_rng"])

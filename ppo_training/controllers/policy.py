@@ -96,13 +96,12 @@ class PolicyController(_FeatureController):
     def from_checkpoint(cls, path: str | Path) -> "PolicyController":
         """Load a trainer checkpoint (clear :class:`CheckpointError` for anything else)."""
         from ..policy.factory import build_policy
-        from ..utils.checkpoint import CheckpointError, load_checkpoint
+        from ..utils.checkpoint import CheckpointError, evaluation_weights, load_checkpoint
 
         ckpt = load_checkpoint(path)
         try:
             policy = build_policy(ckpt["config"], ckpt["obs_dim"])
-            # the weights validation evaluated (averaged ones with train.policy_ema), else the online ones
-            policy.load_state_dict(ckpt.get("eval_policy") or ckpt["policy"])
+            policy.load_state_dict(evaluation_weights(ckpt))
             env_cfg = EnvConfig(**ckpt["env_config"])
         except (KeyError, RuntimeError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{path}: checkpoint does not match this version's policy ({exc})") from None

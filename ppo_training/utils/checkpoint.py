@@ -142,6 +142,12 @@ def load_checkpoint(path: str | Path) -> dict:
     return _check_format(ckpt, path)
 
 
+def evaluation_weights(ckpt: dict) -> dict:
+    """The policy weights that validation evaluated and evaluation loads: the averaged ones of a run
+    with ``train.policy_ema``, else the trained ones."""
+    return ckpt.get("eval_policy") or ckpt["policy"]
+
+
 def convert_checkpoint(old: str | Path, new: str | Path) -> Path:
     """Rewrite a trusted older checkpoint in the safe format (tensors and plain values only).
 
